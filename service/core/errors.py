@@ -1,0 +1,103 @@
+"""The one exception tree of trisk; the web layer maps it to HTTP in one place (service/app/problems.py).
+
+TriskError
+ +-- InputError                 bad request content (422 unless a subclass says otherwise)
+ |    +-- PayloadTooLarge       text or body over a documented limit (413)
+ |    +-- UnknownLanguage       a language no normaliser or index knows (422)
+ +-- NotFound                   no such object for this tenant (404)
+ +-- Conflict                   idempotency-key reuse with another body, state clash (409)
+ +-- NotReady                   a resource the request needs is not loaded (503)
+ +-- UpstreamError              a dependency failed (502 unless a subclass says otherwise)
+      +-- UpstreamTimeout       it did not answer in time (504)
+      +-- UpstreamRateLimited   it said 429; carries retry_after seconds (503)
+      +-- UpstreamUnavailable   connection refused, DNS, 5xx after retries (502)
+      +-- UpstreamBadResponse   it answered something we cannot use (502)
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "Conflict",
+    "InputError",
+    "NotFound",
+    "NotReady",
+    "PayloadTooLarge",
+    "TriskError",
+    "UnknownLanguage",
+    "UpstreamBadResponse",
+    "UpstreamError",
+    "UpstreamRateLimited",
+    "UpstreamTimeout",
+    "UpstreamUnavailable",
+]
+
+
+class TriskError(Exception):
+    """Base of every error trisk raises on purpose."""
+
+    status_code = 500
+    title = "Internal error"
+
+    def __init__(self, detail: str, *, extra: dict[str, object] | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.extra = extra or {}
+
+
+class InputError(TriskError):
+    status_code = 422
+    title = "Invalid input"
+
+
+class PayloadTooLarge(InputError):
+    status_code = 413
+    title = "Payload too large"
+
+
+class UnknownLanguage(InputError):
+    status_code = 422
+    title = "Unknown language"
+
+
+class NotFound(TriskError):
+    status_code = 404
+    title = "Not found"
+
+
+class Conflict(TriskError):
+    status_code = 409
+    title = "Conflict"
+
+
+class NotReady(TriskError):
+    status_code = 503
+    title = "Not ready"
+
+
+class UpstreamError(TriskError):
+    status_code = 502
+    title = "Upstream error"
+
+
+class UpstreamTimeout(UpstreamError):
+    status_code = 504
+    title = "Upstream timeout"
+
+
+class UpstreamRateLimited(UpstreamError):
+    status_code = 503
+    title = "Upstream rate limited"
+
+    def __init__(self, detail: str, *, retry_after: float | None = None, extra: dict[str, object] | None = None):
+        super().__init__(detail, extra=extra)
+        self.retry_after = retry_after
+
+
+class UpstreamUnavailable(UpstreamError):
+    status_code = 502
+    title = "Upstream unavailable"
+
+
+class UpstreamBadResponse(UpstreamError):
+    status_code = 502
+    title = "Upstream bad response"

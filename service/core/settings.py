@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import functools
 import os
-from pathlib import Path
-
 from dataclasses import dataclass
+from pathlib import Path
 
 __all__ = [
     "EmbeddingSettings",
     "IndexSettings",
-    "LimitSettings",
     "LLMSettings",
+    "LimitSettings",
     "RedisSettings",
     "RiskSettings",
     "Settings",

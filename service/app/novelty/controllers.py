@@ -1,0 +1,47 @@
+"""``/v1/novelty``: the source-only novelty prior, computed synchronously from the loaded corpus index."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, Request, get, post
+from litestar.params import Parameter
+
+from service.app.novelty.schemas import NoveltyOut, NoveltyRequest
+from service.app.novelty.services import novelty_of_passage, novelty_of_text
+
+__all__ = ["NoveltyController"]
+
+
+class NoveltyController(Controller):
+    path = "/v1/novelty"
+    tags = ["novelty"]
+
+    # scoring takes a few milliseconds of numpy; running it on the loop avoids a thread hop per request
+    @post(
+        operation_id="scoreNovelty",
+        summary="Source novelty of a text",
+        description=(
+            "Scores a source text against the corpus index: combined novelty, the four components raw and z-scored, "
+            "band (corpus terciles), corpus percentile, five nearest corpus passages and the index signature. "
+            "A text identical to a corpus passage gets that passage's stored values."
+        ),
+        status_code=200,
+        sync_to_thread=False,
+    )
+    def score(self, request: Request[Any, Any, Any], data: NoveltyRequest) -> NoveltyOut:
+        return novelty_of_text(request.app.state.resources, data.text, data.lang)
+
+    @get(
+        "/{passage_id:str}",
+        operation_id="getPassageNovelty",
+        summary="Stored novelty of a corpus passage",
+        sync_to_thread=False,
+    )
+    def passage(
+        self,
+        request: Request[Any, Any, Any],
+        passage_id: str,
+        lang: str = Parameter(default="pli", description="language of the index to look in", max_length=8),
+    ) -> NoveltyOut:
+        return novelty_of_passage(request.app.state.resources, passage_id, lang)

@@ -1,0 +1,66 @@
+"""The plugin that wires trisk into Litestar: routes, problem handlers, lifespan resources, OpenAPI."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+
+from litestar import Litestar
+from litestar.config.app import AppConfig
+from litestar.openapi import OpenAPIConfig
+from litestar.plugins import InitPluginProtocol
+from redis.asyncio import Redis
+
+from service import __version__
+from service.app.health.controllers import HealthController
+from service.app.novelty.controllers import NoveltyController
+from service.app.problems import exception_handlers
+from service.app.resources import Resources, load_indexes
+from service.core.settings import Settings
+
+__all__ = ["TriskPlugin"]
+
+logger = logging.getLogger("trisk")
+
+
+class TriskPlugin(InitPluginProtocol):
+    """Registers controllers, the error mapping and the resources lifespan on an app config."""
+
+    def __init__(self, settings: Settings, resources: Resources | None = None) -> None:
+        self.settings = settings
+        self.resources = resources
+
+    def on_app_init(self, app_config: AppConfig) -> AppConfig:
+        app_config.route_handlers.extend([HealthController, NoveltyController])
+        app_config.exception_handlers.update(exception_handlers)
+        app_config.lifespan.append(self._lifespan)
+        app_config.openapi_config = OpenAPIConfig(
+            title="trisk",
+            version=__version__,
+            description=(
+                "Reference-free risk triage for machine translations of classical and low-resource texts: which "
+                "candidate translations most need a human look."
+            ),
+            path="/schema",
+            use_handler_docstrings=False,
+        )
+        return app_config
+
+    @asynccontextmanager
+    async def _lifespan(self, app: Litestar) -> AsyncGenerator[None, None]:
+        resources = self.resources or Resources(settings=self.settings)
+        t0 = time.perf_counter()
+        if not resources.indexes:
+            resources.indexes, resources.index_errors = load_indexes(self.settings.index.path)
+        resources.load_seconds = time.perf_counter() - t0
+        owns_redis = resources.redis is None
+        if owns_redis:
+            resources.redis = Redis.from_url(self.settings.redis.url, socket_connect_timeout=2, socket_timeout=5)
+        app.state.resources = resources
+        try:
+            yield
+        finally:
+            if owns_redis and resources.redis is not None:
+                await resources.redis.aclose()

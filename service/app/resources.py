@@ -1,0 +1,64 @@
+"""Resources opened once per process in the lifespan and kept on ``app.state.resources``."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from redis.asyncio import Redis
+
+from service.core.errors import NotReady, UnknownLanguage
+from service.core.novelty import NoveltyIndex
+from service.core.settings import Settings
+from service.core.text import get_normaliser
+
+__all__ = ["Resources", "load_indexes"]
+
+logger = logging.getLogger("trisk.resources")
+
+
+@dataclass
+class Resources:
+    """What request handlers need: the novelty indexes (one per language), Redis, the job queue."""
+
+    settings: Settings
+    indexes: dict[str, NoveltyIndex] = field(default_factory=dict)
+    index_errors: dict[str, str] = field(default_factory=dict)
+    redis: Redis | None = None
+    queue: Any = None  # arq.ArqRedis, typed loosely to keep arq out of the core
+    started_at: float = field(default_factory=time.time)
+    load_seconds: float = 0.0
+
+    def index_for(self, lang: str) -> NoveltyIndex:
+        code = get_normaliser(lang).lang  # raises UnknownLanguage for codes that are not ISO 639
+        index = self.indexes.get(code)
+        if index is None:
+            if not self.indexes:
+                raise NotReady("no novelty index is loaded", extra={"errors": self.index_errors})
+            raise UnknownLanguage(
+                f"no novelty index for language {code!r}; indexed: {', '.join(sorted(self.indexes))}",
+                extra={"indexed_languages": sorted(self.indexes)},
+            )
+        return index
+
+
+def load_indexes(paths: str) -> tuple[dict[str, NoveltyIndex], dict[str, str]]:
+    """Load every artifact named in a comma-separated list; a missing one is reported, not fatal."""
+    indexes: dict[str, NoveltyIndex] = {}
+    errors: dict[str, str] = {}
+    for raw in paths.split(","):
+        path = raw.strip()
+        if not path:
+            continue
+        try:
+            index = NoveltyIndex.load(Path(path))
+        except Exception as exc:  # a broken artifact must not stop the service: ready reports it
+            errors[path] = f"{type(exc).__name__}: {exc}"
+            logger.error("novelty index %s not loaded: %s", path, exc)
+            continue
+        indexes[index.lang] = index
+        logger.info("novelty index %s loaded: %s passages, signature %s", path, len(index), index.signature_id)
+    return indexes, errors

@@ -1,0 +1,120 @@
+"""The ``trisk`` command: build and profile corpus indexes, print the OpenAPI document, serve the API."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from service.core.corpus import FilterRules, Passage, apply_filters, load_bilara, load_jsonl
+from service.core.settings import get_settings
+
+__all__ = ["main"]
+
+
+def _filters(args: argparse.Namespace) -> FilterRules:
+    return FilterRules(
+        min_content_tokens=args.min_content_tokens,
+        require_full_coverage=not args.allow_partial_translation,
+        min_char_ratio=args.min_char_ratio,
+        max_char_ratio=args.max_char_ratio,
+    )
+
+
+def _load(args: argparse.Namespace) -> list[Passage]:
+    if args.jsonl:
+        return load_jsonl(args.jsonl, default_lang=args.lang)
+    translation = None if args.no_translation else args.translation_dir
+    return load_bilara(args.corpus_dir, subdir=args.subdir, lang=args.lang or "pli", translation_dir=translation)
+
+
+def _corpus_args(p: argparse.ArgumentParser) -> None:
+    s = get_settings().index
+    p.add_argument("--corpus-dir", default=s.corpus_dir, help="bilara directory (with root/ and translation/)")
+    p.add_argument("--subdir", default=s.corpus_subdir, help="part of root/<lang>/ms to read (sutta, vinaya, sutta/mn)")
+    p.add_argument("--translation-dir", default=s.translation_dir, help="aligned translation for the filter rules")
+    p.add_argument("--no-translation", action="store_true", help="ignore translations (token filter only)")
+    p.add_argument("--jsonl", help='a plain corpus instead: one {"id", "text", "lang"} per line')
+    p.add_argument("--lang", default=None, help="language of the corpus (default pli; JSONL rows may say)")
+    p.add_argument("--min-content-tokens", type=int, default=FilterRules.min_content_tokens)
+    p.add_argument("--allow-partial-translation", action="store_true")
+    p.add_argument("--min-char-ratio", type=float, default=FilterRules.min_char_ratio)
+    p.add_argument("--max-char-ratio", type=float, default=FilterRules.max_char_ratio)
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    passages = _load(args)
+    _, profile = apply_filters(passages, _filters(args))
+    print("rule (non-exclusive)          passages")
+    print(profile.table())
+    return 0
+
+
+def cmd_build_index(args: argparse.Namespace) -> int:
+    from service.core.novelty import IndexParams, build_index
+
+    t0 = time.perf_counter()
+    passages = _load(args)
+    t_load = time.perf_counter() - t0
+    params = IndexParams(filters=_filters(args), sketch_dim=args.sketch_dim, rerank=args.rerank)
+    index = build_index(passages, lang=args.lang, params=params, name=args.name)
+    out = index.save(args.out)
+    sig = index.signature
+    print(f"read {len(passages)} passages in {t_load:.1f}s")
+    print(f"built index {sig['id']} ({sig['lang']}, {sig['passages']} passages, {sig['eligible_passages']} eligible)")
+    print(f"build seconds: {json.dumps(sig['build_seconds'])}")
+    print(f"wrote {out} ({out.stat().st_size / 1e6:.0f} MB)")
+    return 0
+
+
+def cmd_openapi(args: argparse.Namespace) -> int:
+    from service.app.openapi import openapi_document
+
+    text = openapi_document()
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    uvicorn.run("service.app:create_app", factory=True, host=args.host, port=args.port, log_level="info")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="trisk", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("profile", help="how many passages each filter rule removes")
+    _corpus_args(p)
+    p.set_defaults(func=cmd_profile)
+
+    p = sub.add_parser("build-index", help="build a novelty index artifact from a corpus")
+    _corpus_args(p)
+    p.add_argument("--out", default=get_settings().index.path)
+    p.add_argument("--name", default="pli-sutta")
+    p.add_argument("--sketch-dim", type=int, default=256)
+    p.add_argument("--rerank", type=int, default=32)
+    p.set_defaults(func=cmd_build_index)
+
+    p = sub.add_parser("openapi", help="print (or write) the OpenAPI document")
+    p.add_argument("--out")
+    p.set_defaults(func=cmd_openapi)
+
+    p = sub.add_parser("serve", help="run the API with uvicorn")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.set_defaults(func=cmd_serve)
+
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,53 @@
+"""Shared fixtures: the shared data folder, a small real index, and the API on Litestar's test client."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from service.core.corpus import FilterRules, load_bilara
+from service.core.novelty import IndexParams, NoveltyIndex, build_index
+from service.core.settings import SHARED_DIR, Settings, get_settings
+
+TEST_REDIS_URL = os.environ.get("TRISK_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+BILARA = SHARED_DIR / "corpus" / "bilara"
+PALIBENCH = SHARED_DIR / "palibench-dev"
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    assert BILARA.is_dir(), f"the shared data folder is missing: {SHARED_DIR} (set TRISK_SHARED_DIR)"
+    return SHARED_DIR
+
+
+@pytest.fixture(scope="session")
+def sn12_index(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> NoveltyIndex:
+    """A real index over SN 12-22 (about 1,500 passages, stock formulas and rare passages alike), saved and reloaded."""
+    passages = []
+    for sub in ("sutta/sn/sn12", "sutta/sn/sn22"):
+        passages += load_bilara(BILARA, subdir=sub, translation_dir=BILARA / "translation" / "en" / "sujato")
+    index = build_index(passages, params=IndexParams(filters=FilterRules()), name="test-sn12-sn22")
+    path = index.save(tmp_path_factory.mktemp("index") / "sn.trisk")
+    return NoveltyIndex.load(path)
+
+
+@pytest.fixture(scope="session")
+def test_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    base = get_settings()
+    return replace(base, redis=replace(base.redis, url=TEST_REDIS_URL))
+
+
+@pytest.fixture()
+def client(sn12_index: NoveltyIndex, test_settings: Settings) -> Iterator[object]:
+    from litestar.testing import TestClient
+
+    from service.app import create_app
+    from service.app.resources import Resources
+
+    resources = Resources(settings=test_settings, indexes={"pli": sn12_index})
+    with TestClient(app=create_app(test_settings, resources=resources)) as tc:
+        yield tc

@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=get_settings().index.path)
     p.add_argument("--name", default="pli-sutta")
     p.add_argument("--sketch-dim", type=int, default=256)
-    p.add_argument("--rerank", type=int, default=32)
+    p.add_argument("--rerank", type=int, default=16)
     p.set_defaults(func=cmd_build_index)
 
     p = sub.add_parser("openapi", help="print (or write) the OpenAPI document")

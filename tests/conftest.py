@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -37,8 +38,13 @@ def sn12_index(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> No
 
 @pytest.fixture(scope="session")
 def test_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """Settings for tests: Redis db 15, a queue of this session's own, callbacks retried quickly."""
     base = get_settings()
-    return replace(base, redis=replace(base.redis, url=TEST_REDIS_URL))
+    return replace(
+        base,
+        redis=replace(base.redis, url=TEST_REDIS_URL, queue_name=f"trisk:test:{uuid.uuid4().hex[:8]}:queue"),
+        jobs=replace(base.jobs, callback_max_tries=2, callback_backoff_seconds=0.05),
+    )
 
 
 @pytest.fixture()

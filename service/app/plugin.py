@@ -12,12 +12,15 @@ from litestar.config.app import AppConfig
 from litestar.openapi import OpenAPIConfig
 from litestar.plugins import InitPluginProtocol
 from redis.asyncio import Redis
+from threadpoolctl import threadpool_limits
 
 from service import __version__
+from service.app.assessments.controllers import AssessmentController
+from service.app.batches.controllers import BatchController
 from service.app.health.controllers import HealthController
 from service.app.novelty.controllers import NoveltyController
 from service.app.problems import exception_handlers
-from service.app.resources import Resources, load_indexes
+from service.app.resources import Resources, load_indexes, open_queue
 from service.core.settings import Settings
 
 __all__ = ["TriskPlugin"]
@@ -33,7 +36,7 @@ class TriskPlugin(InitPluginProtocol):
         self.resources = resources
 
     def on_app_init(self, app_config: AppConfig) -> AppConfig:
-        app_config.route_handlers.extend([HealthController, NoveltyController])
+        app_config.route_handlers.extend([HealthController, NoveltyController, AssessmentController, BatchController])
         app_config.exception_handlers.update(exception_handlers)
         app_config.lifespan.append(self._lifespan)
         app_config.openapi_config = OpenAPIConfig(
@@ -50,6 +53,8 @@ class TriskPlugin(InitPluginProtocol):
 
     @asynccontextmanager
     async def _lifespan(self, app: Litestar) -> AsyncGenerator[None, None]:
+        # request handlers do small matrix-vector products: one BLAS thread avoids thread hand-off on a busy box
+        threadpool_limits(limits=1, user_api="blas")
         resources = self.resources or Resources(settings=self.settings)
         t0 = time.perf_counter()
         if not resources.indexes:
@@ -58,9 +63,14 @@ class TriskPlugin(InitPluginProtocol):
         owns_redis = resources.redis is None
         if owns_redis:
             resources.redis = Redis.from_url(self.settings.redis.url, socket_connect_timeout=2, socket_timeout=5)
+        owns_queue = resources.queue is None
+        if owns_queue:
+            resources.queue = await open_queue(self.settings)
         app.state.resources = resources
         try:
             yield
         finally:
+            if owns_queue and resources.queue is not None:
+                await resources.queue.aclose()
             if owns_redis and resources.redis is not None:
                 await resources.redis.aclose()

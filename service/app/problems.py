@@ -17,7 +17,9 @@ PROBLEM_JSON = "application/problem+json"
 logger = logging.getLogger("trisk.problems")
 
 
-def problem(status: int, title: str, detail: str, request: Request[Any, Any, Any] | None = None, **extra: Any) -> Response[Any]:
+def problem(
+    status: int, title: str, detail: str, request: Request[Any, Any, Any] | None = None, **extra: Any
+) -> Response[Any]:
     body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status, "detail": detail}
     if request is not None:
         body["instance"] = request.url.path
@@ -65,4 +67,3 @@ exception_handlers: dict[Any, Any] = {
     HTTPException: _http_error,
     Exception: _unexpected,
 }
-

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from service.core.novelty import NoveltyIndex
 from service.core.settings import Settings
 from service.core.text import get_normaliser
 
-__all__ = ["Resources", "load_indexes"]
+__all__ = ["Resources", "load_indexes", "open_queue"]
 
 logger = logging.getLogger("trisk.resources")
 
@@ -62,3 +63,20 @@ def load_indexes(paths: str) -> tuple[dict[str, NoveltyIndex], dict[str, str]]:
         indexes[index.lang] = index
         logger.info("novelty index %s loaded: %s passages, signature %s", path, len(index), index.signature_id)
     return indexes, errors
+
+
+async def open_queue(settings: Settings) -> Any:
+    """The ARQ pool jobs are enqueued on; None (reported by ready and by 503s) when Redis does not answer yet."""
+    from arq import create_pool
+    from arq.connections import RedisSettings as ArqRedisSettings
+
+    # fail fast: the API must not hang for arq's default five connection retries
+    redis_settings = dataclasses.replace(ArqRedisSettings.from_dsn(settings.redis.url), conn_retries=0, conn_timeout=2)
+    try:
+        return await create_pool(
+            redis_settings,
+            default_queue_name=settings.redis.queue_name,
+        )
+    except Exception as exc:  # the API still serves novelty without Redis
+        logger.error("job queue not connected: %s", exc)
+        return None

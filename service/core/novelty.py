@@ -58,7 +58,7 @@ class IndexParams:
     tfidf_max_n: int = 5
     neighbours: int = 5
     sketch_dim: int = 256
-    rerank: int = 32
+    rerank: int = 16
     chunk_rows: int = 1024
     filters: FilterRules = field(default_factory=FilterRules)
 
@@ -142,6 +142,33 @@ def _exact_rerank(x: sp.csr_matrix, rows: np.ndarray, cands: np.ndarray) -> np.n
     return np.asarray(left.multiply(right).sum(axis=1)).reshape(rows.shape[0], k)
 
 
+_BLOCK = 64
+_COARSE_DIM = 64
+_COARSE_POOL = 1024
+_COARSE_MIN_ROWS = 4 * _COARSE_POOL
+
+
+def _top_candidates(approx: np.ndarray, k: int, n_valid: int) -> np.ndarray:
+    """Column indices of the ``k`` largest entries of each row, without a full-row argpartition.
+
+    The row is cut into blocks of 64; the ``k`` largest entries lie inside the ``k`` blocks with the largest maxima
+    (a block holding one of them has a maximum at least that large), so only ``k * 64`` entries per row are ranked.
+    ``approx`` has a multiple of 64 columns; columns from ``n_valid`` on are padding.
+    """
+    rows, cols = approx.shape
+    approx[:, n_valid:] = -np.inf
+    nblocks = cols // _BLOCK
+    kb = min(k, nblocks)
+    block_max = approx.reshape(rows, nblocks, _BLOCK).max(axis=2)
+    top_blocks = (
+        np.argpartition(-block_max, kb - 1, axis=1)[:, :kb] if kb < nblocks else np.tile(np.arange(nblocks), (rows, 1))
+    )
+    cand_cols = (top_blocks[:, :, None] * _BLOCK + np.arange(_BLOCK)).reshape(rows, -1)
+    vals = np.take_along_axis(approx, cand_cols, axis=1)
+    pick = np.argpartition(-vals, k - 1, axis=1)[:, :k]
+    return np.take_along_axis(cand_cols, pick, axis=1)
+
+
 def _top_neighbours(
     x: sp.csr_matrix, sketch: np.ndarray, k: int, rerank: int, chunk: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -152,13 +179,15 @@ def _top_neighbours(
     out_sim = np.zeros((n, k), dtype=np.float32)
     if n <= 1:
         return out_idx, out_sim
+    padded = np.zeros((-(-n // _BLOCK) * _BLOCK, sketch.shape[1]), dtype=np.float32)
+    padded[:n] = sketch
     for lo in range(0, n, chunk):
         hi = min(n, lo + chunk)
-        approx = sketch[lo:hi] @ sketch.T
+        approx = sketch[lo:hi] @ padded.T
         approx[np.arange(hi - lo), np.arange(lo, hi)] = -np.inf  # never your own neighbour
-        cand = np.argpartition(-approx, rerank - 1, axis=1)[:, :rerank]
+        cand = _top_candidates(approx, rerank, n)
         exact = _exact_rerank(x, np.arange(lo, hi), cand)
-        exact[cand == np.arange(lo, hi)[:, None]] = -np.inf
+        exact[(cand == np.arange(lo, hi)[:, None]) | (cand >= n)] = -np.inf
         order = np.argsort(-exact, axis=1, kind="stable")[:, :k]
         out_idx[lo:hi] = np.take_along_axis(cand, order, axis=1)
         out_sim[lo:hi] = np.take_along_axis(exact, order, axis=1)
@@ -392,8 +421,17 @@ class NoveltyIndex:
     _word_ids: dict[str, int] = field(default_factory=dict, repr=False)
     _row_of: dict[str, int] = field(default_factory=dict, repr=False)
     _row_of_string: dict[int, int] = field(default_factory=dict, repr=False)
+    _coarse: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        # a 64-bucket sketch for the first, coarse pass of a query: folding count-sketch buckets b -> b % 64 is the
+        # count sketch with 64 buckets, so no extra hashing; it reads 4x less memory per query than the full sketch
+        dim = self.sketch.shape[1]
+        if dim > _COARSE_DIM and dim % _COARSE_DIM == 0 and len(self.ids) > _COARSE_MIN_ROWS:
+            folded = self.sketch.reshape(len(self.ids), dim // _COARSE_DIM, _COARSE_DIM).sum(axis=1)
+            self._coarse: np.ndarray | None = _normalise_rows(folded)
+        else:
+            self._coarse = None
         self._word_ids = {w: i for i, w in enumerate(self.word_vocab)}
         self._row_of = {pid: i for i, pid in enumerate(self.ids)}
         self._row_of_string = {}
@@ -550,6 +588,9 @@ class NoveltyIndex:
         sim = float(np.mean([nb.similarity for nb in neighbours])) if neighbours else 0.0
         return np.array([rare_words, rare_char5, formulas, sim]), neighbours
 
+    def _exact_dots(self, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray) -> np.ndarray:
+        return _sparse_rows_dot(self.x, rows, cols, vals)
+
     def _query_neighbours(self, string: str) -> list[Neighbour]:
         p = self.params
         h, _, _ = char_ngram_hashes([string], tuple(range(p.tfidf_min_n, p.tfidf_max_n + 1)))
@@ -568,15 +609,38 @@ class NoveltyIndex:
             sign = np.where((bits >> np.uint64(63)) == 1, 1.0, -1.0)
             q = np.zeros(self.sketch.shape[1], dtype=np.float32)
             np.add.at(q, bucket, sign * vals)
-            qn = float(np.linalg.norm(q)) or 1.0
-            approx = self.sketch @ (q / qn)
+            q /= float(np.linalg.norm(q)) or 1.0
             k = min(max(p.rerank, p.neighbours), len(self.ids))
-            cand = np.argpartition(-approx, k - 1)[:k] if k < len(self.ids) else np.arange(len(self.ids))
-            qvec = sp.csr_matrix((vals, (np.zeros(cols.size, dtype=np.int64), cols)), shape=(1, self.x.shape[1]))
-            exact = np.asarray((self.x[cand] @ qvec.T).todense()).ravel()
+            if self._coarse is not None:
+                qc = q.reshape(-1, _COARSE_DIM).sum(axis=0)
+                coarse = self._coarse @ (qc / (float(np.linalg.norm(qc)) or 1.0))
+                pool = np.argpartition(-coarse, _COARSE_POOL - 1)[:_COARSE_POOL]
+                fine = self.sketch[pool] @ q
+                cand = pool[np.argpartition(-fine, k - 1)[:k]]
+            elif k < len(self.ids):
+                cand = np.argpartition(-(self.sketch @ q), k - 1)[:k]
+            else:
+                cand = np.arange(len(self.ids))
+            exact = self._exact_dots(cand, cols, vals)
             order = np.argsort(-exact, kind="stable")[: p.neighbours]
             result = [Neighbour(self.ids[int(cand[i])], round(max(float(exact[i]), 0.0), 6)) for i in order]
         return result
+
+
+def _sparse_rows_dot(x: sp.csr_matrix, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray) -> np.ndarray:
+    """Dot products of a few CSR rows with one sparse vector (``cols`` sorted, unique), in plain numpy: for a
+    handful of rows this is several times faster than building scipy matrices for the product."""
+    starts, ends = x.indptr[rows], x.indptr[rows + 1]
+    lengths = ends - starts
+    if lengths.sum() == 0 or cols.size == 0:
+        return np.zeros(rows.shape[0])
+    idx = np.concatenate([np.arange(a, b) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)])
+    row_cols = x.indices[idx]
+    pos = np.minimum(np.searchsorted(cols, row_cols), cols.size - 1)
+    hit = cols[pos] == row_cols
+    prod = np.where(hit, x.data[idx] * vals[pos], 0.0)
+    owner = np.repeat(np.arange(rows.shape[0]), lengths)
+    return np.bincount(owner, weights=prod, minlength=rows.shape[0])
 
 
 def _lookup(vocab: np.ndarray, df: np.ndarray, hashes: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ from pathlib import Path
 __all__ = [
     "EmbeddingSettings",
     "IndexSettings",
+    "JobSettings",
     "LLMSettings",
     "LimitSettings",
     "RedisSettings",
@@ -163,6 +164,20 @@ class RiskSettings:
 
 
 @dataclass(frozen=True)
+class JobSettings:
+    # callbacks: how often a failing callback URL is tried, and the first retry delay (doubles each try)
+    callback_max_tries: int = 5
+    callback_backoff_seconds: float = 2.0
+
+    @classmethod
+    def from_env(cls) -> JobSettings:
+        return cls(
+            callback_max_tries=_env_int("TRISK_CALLBACK_MAX_TRIES", cls.callback_max_tries),
+            callback_backoff_seconds=_env_float("TRISK_CALLBACK_BACKOFF_SECONDS", cls.callback_backoff_seconds),
+        )
+
+
+@dataclass(frozen=True)
 class Settings:
     redis: RedisSettings
     index: IndexSettings
@@ -170,6 +185,7 @@ class Settings:
     embedding: EmbeddingSettings
     llm: LLMSettings
     risk: RiskSettings
+    jobs: JobSettings = JobSettings()
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -180,6 +196,7 @@ class Settings:
             embedding=EmbeddingSettings.from_env(),
             llm=LLMSettings.from_env(),
             risk=RiskSettings.from_env(),
+            jobs=JobSettings.from_env(),
         )
 
 

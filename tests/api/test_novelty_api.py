@@ -13,8 +13,10 @@ PASSAGE = "Sattaratanasampannā, Tīsu sikkhāsu sikkhitā; Anuvicaranti mahāv�
 
 
 def test_score_new_text(client: Any) -> None:
-    r = client.post("/v1/novelty", json={"text": "Ekaṁ samayaṁ bhagavā sāvatthiyaṁ viharati jetavane. Navo pāṭho idha.",
-                                         "lang": "pli"})
+    r = client.post(
+        "/v1/novelty",
+        json={"text": "Ekaṁ samayaṁ bhagavā sāvatthiyaṁ viharati jetavane. Navo pāṭho idha.", "lang": "pli"},
+    )
     assert r.status_code == 200, r.text
     body = r.json()
     assert set(body["raw"]) == set(body["z"]) == {"rare_words", "rare_char5", "formulas", "neighbour_sim"}

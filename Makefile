@@ -1,0 +1,33 @@
+# trisk: `make up` brings the service up, `make test` runs the tests. Both install what they need into .venv.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: up test venv index lint openapi bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+up: venv
+	./scripts/up.sh
+
+test: venv
+	./scripts/test.sh
+
+index: venv
+	$(PY) -m service.cli build-index
+
+lint: venv
+	$(VENV)/bin/ruff check service workers tests bench
+	$(VENV)/bin/mypy
+
+openapi: venv
+	$(PY) -m service.cli openapi --out openapi/openapi.json
+
+clean:
+	rm -rf $(VENV) var

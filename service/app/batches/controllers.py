@@ -1,0 +1,105 @@
+"""``/v1/batches``: many passages in one request (JSON or NDJSON), progress counts, results as NDJSON."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+from litestar import Controller, Request, Response, get, post
+from litestar.response import Stream
+
+from service.app.assessments.schemas import BatchAccepted, BatchOut, BatchRequest
+from service.app.assessments.services import accept_batch, store_of
+from service.app.tenancy import current_tenant
+from service.core.errors import InputError
+from service.core.records import AssessmentRequest
+from service.core.views import render_assessment
+
+__all__ = ["BatchController"]
+
+_item_dec = msgspec.json.Decoder(AssessmentRequest)
+_enc = msgspec.json.Encoder()
+
+
+def _parse_ndjson(body: bytes) -> list[AssessmentRequest]:
+    items = []
+    for n, line in enumerate(body.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            items.append(_item_dec.decode(line))
+        except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
+            raise InputError(f"line {n}: {exc}", extra={"line": n}) from exc
+    return items
+
+
+def _accepted(batch: Any) -> Response[BatchAccepted]:
+    out = BatchAccepted(
+        id=batch.id, status="pending", total=len(batch.assessment_ids), assessment_ids=batch.assessment_ids
+    )
+    return Response(out, status_code=202, headers={"Location": f"/v1/batches/{batch.id}"})
+
+
+class BatchController(Controller):
+    path = "/v1/batches"
+    tags = ["batches"]
+
+    @post(operation_id="createBatch", summary="Assess many passages in one request", status_code=202)
+    async def create(self, request: Request[Any, Any, Any], data: BatchRequest) -> Response[BatchAccepted]:
+        batch = await accept_batch(request.app.state.resources, current_tenant(request), data.items)
+        return _accepted(batch)
+
+    @post(
+        "/ndjson",
+        operation_id="createBatchNdjson",
+        summary="Assess many passages uploaded as NDJSON (one assessment request per line)",
+        status_code=202,
+    )
+    async def create_ndjson(self, request: Request[Any, Any, Any]) -> Response[BatchAccepted]:
+        items = _parse_ndjson(await request.body())
+        batch = await accept_batch(request.app.state.resources, current_tenant(request), items)
+        return _accepted(batch)
+
+    @get("/{batch_id:str}", operation_id="getBatch", summary="A batch's progress counts")
+    async def read(self, request: Request[Any, Any, Any], batch_id: str) -> BatchOut:
+        store = store_of(request.app.state.resources)
+        tenant = current_tenant(request)
+        batch = await store.get_batch(tenant, batch_id)
+        states = await store.get_many(tenant, batch.assessment_ids)
+        counts = Counter(s.status if s is not None else "expired" for s in states)
+        full = {k: counts.get(k, 0) for k in ("pending", "running", "done", "failed")}
+        if counts.get("expired"):
+            full["expired"] = counts["expired"]
+        finished = full["done"] + full["failed"] + full.get("expired", 0) == len(states)
+        return BatchOut(
+            id=batch.id,
+            status="done" if finished else ("running" if full["running"] or full["done"] else "pending"),
+            total=len(states),
+            counts=full,
+            created_at=batch.created_at,
+            results_url=f"/v1/batches/{batch.id}/results",
+        )
+
+    @get(
+        "/{batch_id:str}/results",
+        operation_id="getBatchResults",
+        summary="A batch's assessments as NDJSON, one per line, in submission order",
+        media_type="application/x-ndjson",
+    )
+    async def results(self, request: Request[Any, Any, Any], batch_id: str) -> Stream:
+        store = store_of(request.app.state.resources)
+        tenant = current_tenant(request)
+        batch = await store.get_batch(tenant, batch_id)
+
+        async def lines() -> AsyncIterator[bytes]:
+            ids = batch.assessment_ids
+            for lo in range(0, len(ids), 200):
+                for aid, state in zip(
+                    ids[lo : lo + 200], await store.get_many(tenant, ids[lo : lo + 200]), strict=True
+                ):
+                    row = render_assessment(state) if state is not None else {"id": aid, "status": "expired"}
+                    yield _enc.encode(row) + b"\n"
+
+        return Stream(lines(), media_type="application/x-ndjson")

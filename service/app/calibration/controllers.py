@@ -1,0 +1,82 @@
+"""``/v1/calibration``: detection report against verdicts or panel labels (JSON and SVG), fits, model activation."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from litestar import Controller, Request, Response, get, post
+from litestar.params import Parameter
+
+from service.app.calibration import services
+from service.app.calibration.schemas import ActivationOut, FitOut, FitRequest, ModelOut
+from service.app.tenancy import current_tenant
+
+__all__ = ["CalibrationController"]
+
+Source = Literal["human", "panel"]
+
+
+class CalibrationController(Controller):
+    path = "/v1/calibration"
+    tags = ("calibration",)
+
+    @get(
+        "/report",
+        operation_id="getCalibrationReport",
+        summary="AUC, recall/precision at budgets (Wilson), overlap and judge agreement against labels",
+        description=(
+            "source=human (reviewer verdicts, majority per item) or panel (adjudication labels), never mixed. "
+            "model names the risk model re-applied to stored signals (default: the tenant's active model); "
+            "candidate_model restricts to one translating system. Figures needing both classes are refused with the "
+            "reason when a class is absent; label counts say what the report rests on."
+        ),
+    )
+    async def report(
+        self,
+        request: Request[Any, Any, Any],
+        source: Source = "human",
+        model: str | None = None,
+        candidate_model: str | None = None,
+        overlap_budget: float = Parameter(default=0.2, gt=0.0, le=1.0),
+    ) -> dict[str, Any]:
+        return await services.report(
+            request.app.state.resources, current_tenant(request), source, model, candidate_model, overlap_budget
+        )
+
+    @get(
+        "/report.svg",
+        operation_id="getCalibrationReportSvg",
+        summary="Budget-recall curves for MAJOR as SVG",
+        media_type="image/svg+xml",
+    )
+    async def report_svg(
+        self,
+        request: Request[Any, Any, Any],
+        source: Source = "human",
+        model: str | None = None,
+        candidate_model: str | None = None,
+    ) -> Response[str]:
+        body = await services.svg(request.app.state.resources, current_tenant(request), source, model, candidate_model)
+        return Response(body, media_type="image/svg+xml")
+
+    @post(
+        "/fits",
+        operation_id="createRiskFit",
+        summary="Fit a new risk model from labels (grouped CV); inactive until activated",
+        status_code=201,
+    )
+    async def fit(self, request: Request[Any, Any, Any], data: FitRequest) -> FitOut:
+        return await services.fit(request.app.state.resources, current_tenant(request), data)
+
+    @get("/models", operation_id="listRiskModels", summary="Risk models this tenant can use, with the active one")
+    async def models(self, request: Request[Any, Any, Any]) -> list[ModelOut]:
+        return await services.list_models(request.app.state.resources, current_tenant(request))
+
+    @post(
+        "/models/{name:str}/activate",
+        operation_id="activateRiskModel",
+        summary="Make a risk model the tenant's active one (new assessments are scored with it)",
+        status_code=200,
+    )
+    async def activate(self, request: Request[Any, Any, Any], name: str) -> ActivationOut:
+        return await services.activate(request.app.state.resources, current_tenant(request), name)

@@ -1,0 +1,379 @@
+"""Critical-content checks: compare a candidate's numbers, names, negation, lists and terms with source and peers."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from service.core.critical.extract import Content, Extractor, number_word
+from service.core.critical.lexicon import load_lexicon
+from service.core.errors import UnknownLanguage
+from service.core.types import Flag, Severity, SignalSkipped, SignalValue
+
+__all__ = [
+    "DEFAULT_THRESHOLDS",
+    "DEFAULT_THRESHOLDS_ALONE",
+    "SIGNALS",
+    "VERSION",
+    "CriticalChecker",
+    "CriticalReport",
+    "check_critical",
+    "default_checker",
+]
+
+VERSION = "critical-1"
+SIGNALS = ("number_mismatch", "name_mismatch", "negation_mismatch", "term_mismatch", "list_size_mismatch")
+# Flag thresholds per signal (values are in [0, 1]); chosen on untouched palibench-dev so that the union of flags
+# stays under 5% of candidates (see bench/eval_critical.py) while injected errors still score near 1.
+# critical.term is off by default (2.0): even swap-shaped term differences fire on 2.7% of untouched dev
+# candidates, which would break the 5% budget; term_mismatch still feeds critical_score and risk models. Enable
+# with thresholds={"term_mismatch": 0.9} (swaps only). negation at 0.98 needs all peers on one side.
+DEFAULT_THRESHOLDS: dict[str, float] = {
+    "number_mismatch": 0.75,
+    "name_mismatch": 0.9,
+    "negation_mismatch": 0.98,
+    "term_mismatch": 2.0,
+    "list_size_mismatch": 0.75,
+}
+# Without peers only the source speaks, and Pali-English negation and term counts disagree too often for a flag:
+# those two signals stay continuous (for a risk model) and never flag alone.
+# Alone, an unsupported number or name scores 0.9 and flags only together with a missing one (a swap, >= 0.95).
+DEFAULT_THRESHOLDS_ALONE: dict[str, float] = {
+    "number_mismatch": 0.95,
+    "name_mismatch": 0.95,
+    "negation_mismatch": 2.0,
+    "term_mismatch": 2.0,
+    "list_size_mismatch": 0.95,
+}
+# An English word that renders some other term is weak evidence (renderings overlap: "good" for kusala and
+# puñña); a source term that the candidate alone does not render is the stronger one.
+TERM_EXTRA_WEIGHT = 0.6
+_RULES: dict[str, tuple[str, Severity]] = {
+    "number_mismatch": ("critical.number", "major"),
+    "name_mismatch": ("critical.name", "major"),
+    "negation_mismatch": ("critical.negation", "major"),
+    "term_mismatch": ("critical.term", "minor"),
+    "list_size_mismatch": ("critical.list_size", "major"),
+}
+# Weights of each signal in the combined score: numbers and names are the most reliably extracted.
+_WEIGHTS = {
+    "number_mismatch": 1.0,
+    "name_mismatch": 1.0,
+    "negation_mismatch": 0.9,
+    "term_mismatch": 0.8,
+    "list_size_mismatch": 0.8,
+}
+
+
+class CriticalReport(msgspec.Struct, forbid_unknown_fields=True):
+    """Signals (raw, in [0, 1], higher = riskier) and the flags that fired, each worded for a reviewer."""
+
+    signals: dict[str, SignalValue | SignalSkipped]
+    flags: list[Flag]
+    peers: int
+    version: str = VERSION
+
+
+class _Finding:
+    __slots__ = ("kind", "label", "risk", "who")
+
+    def __init__(self, risk: float, kind: str, label: str, who: str) -> None:
+        self.risk = risk
+        self.kind = kind  # "extra": the candidate has it, "missing": the candidate lacks it
+        self.label = label
+        self.who = who
+
+
+def _compare_sets(
+    cand: set[Any],
+    cand_weak: Iterable[Any],
+    src_strong: set[Any],
+    src_support: Callable[[Any], bool],
+    peers: Sequence[set[Any]],
+    label: Callable[[Any], str],
+    *,
+    extra_alone: float,
+    missing_alone: float,
+    extra_weight: float = 1.0,
+) -> list[_Finding]:
+    """Items the candidate adds or drops, scored by how source and peers back them."""
+    n = len(peers)
+    found: list[_Finding] = []
+    weak = set(cand_weak)
+    for v in cand:
+        if src_support(v):
+            continue
+        k = sum(1 for p in peers if v in p)
+        if n:
+            # Alone among peers (and unsupported by the source) is suspect; backed by half the peers is not.
+            risk = extra_weight * max(0.0, 1.0 - 2.0 * k / n)
+            who = f"not in the source, {k}/{n} peers"
+        else:
+            risk = extra_alone
+            who = "not in the source"
+        found.append(_Finding(risk, "extra", label(v), who))
+    demanded = set(src_strong)
+    if n:
+        # Peer majority also demands an item: source extraction can miss a form, eight translators rarely do.
+        pool: set[Any] = set()
+        for p in peers:
+            pool |= p
+        for v in pool:
+            if v not in demanded and sum(1 for p in peers if v in p) >= 0.75 * n:
+                demanded.add(v)
+    for v in demanded:
+        if v in cand or v in weak:
+            continue
+        in_src = v in src_strong
+        if n:
+            k = sum(1 for p in peers if v in p)
+            frac = k / n
+            risk = frac if in_src else 0.85 * frac
+            who = ("source and " if in_src else "") + f"{k}/{n} peers say"
+        else:
+            risk = missing_alone if in_src else 0.0
+            who = "source says"
+        if risk > 0:
+            found.append(_Finding(risk, "missing", label(v), who))
+    return found
+
+
+def _signal(findings: list[_Finding], what: str) -> SignalValue:
+    if not findings:
+        return SignalValue(value=0.0)
+    findings.sort(key=lambda f: -f.risk)
+    # The worst item decides; further items add a little so two errors outrank one.
+    value = min(1.0, findings[0].risk + 0.1 * sum(f.risk for f in findings[1:]))
+    missing = [f for f in findings if f.kind == "missing" and f.risk >= 0.3]
+    extra = [f for f in findings if f.kind == "extra" and f.risk >= 0.3]
+    parts = [f"{f.who} {f.label}" for f in missing[:2]]
+    if extra:
+        says = ", ".join(f"{f.label} ({f.who})" for f in extra[:2])
+        parts.append(f"candidate says {says}")
+    elif missing:
+        parts.append("candidate does not")
+    text = f"{what}: " + "; ".join(parts) if parts else f"{what}: minor differences"
+    # A swap (something demanded is missing and something unsupported is there) is the signature of a real error.
+    swap = any(f.risk >= 0.85 for f in missing) and any(f.risk >= 0.55 for f in extra)
+    return SignalValue(
+        value=round(value, 4),
+        detail={
+            "summary": text,
+            "swap": swap,
+            "items": [{"kind": f.kind, "item": f.label, "risk": round(f.risk, 3)} for f in findings[:6]],
+        },
+    )
+
+
+class CriticalChecker:
+    """Loads the lexicon once; ``check`` scores one candidate, ``check_passage`` all candidates of a passage."""
+
+    def __init__(
+        self,
+        data_dir: Path | None = None,
+        thresholds: dict[str, float] | None = None,
+        thresholds_alone: dict[str, float] | None = None,
+    ) -> None:
+        self.lexicon = load_lexicon(data_dir)
+        self.extractor = Extractor(self.lexicon)
+        self.thresholds = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
+        self.thresholds_alone = {**DEFAULT_THRESHOLDS_ALONE, **(thresholds_alone or {})}
+        self._name_display: dict[str, str] = {}
+        for form, key in self.lexicon.names.names.items():
+            self._name_display.setdefault(key, form)
+        self.signature = {
+            "version": VERSION,
+            "glossary": self.lexicon.glossary.version,
+            "names": self.lexicon.names.version,
+            "terms": len(self.lexicon.glossary.terms),
+        }
+
+    def _extract(self, text: str, lang: str) -> Content:
+        if lang == "pli":
+            return self.extractor.pali(text)
+        if lang == "en":
+            return self.extractor.english(text)
+        raise UnknownLanguage(f"critical-content checks know pli and en, not {lang!r}")
+
+    def check(
+        self, source: str, candidate: str, peers: Sequence[str] = (), src_lang: str = "pli", tgt_lang: str = "en"
+    ) -> CriticalReport:
+        if src_lang != "pli" or tgt_lang != "en":
+            return self._skipped(f"critical-content checks cover pli -> en only, not {src_lang} -> {tgt_lang}")
+        src = self._extract(source, src_lang)
+        return self._report(src, self._extract(candidate, tgt_lang), [self._extract(p, tgt_lang) for p in peers])
+
+    def check_passage(
+        self, source: str, candidates: Sequence[str], src_lang: str = "pli", tgt_lang: str = "en"
+    ) -> list[CriticalReport]:
+        """Every candidate against the source and the other candidates as peers (each text extracted once)."""
+        if src_lang != "pli" or tgt_lang != "en":
+            reason = f"critical-content checks cover pli -> en only, not {src_lang} -> {tgt_lang}"
+            return [self._skipped(reason) for _ in candidates]
+        src = self._extract(source, src_lang)
+        ext = [self._extract(c, tgt_lang) for c in candidates]
+        return [self._report(src, e, ext[:i] + ext[i + 1 :]) for i, e in enumerate(ext)]
+
+    def _skipped(self, reason: str) -> CriticalReport:
+        sig: dict[str, SignalValue | SignalSkipped] = {s: SignalSkipped(reason=reason) for s in SIGNALS}
+        sig["critical_score"] = SignalSkipped(reason=reason)
+        return CriticalReport(signals=sig, flags=[], peers=0)
+
+    def _report(self, src: Content, cand: Content, peers: list[Content]) -> CriticalReport:
+        n = len(peers)
+        sig: dict[str, SignalValue | SignalSkipped] = {}
+
+        src_nums = set(src.numbers)
+        sig["number_mismatch"] = _signal(
+            _compare_sets(
+                set(cand.numbers),
+                cand.numbers_weak,
+                src_nums,
+                lambda v: v in src_nums or v in src.numbers_weak,
+                [set(p.numbers) | p.numbers_weak for p in peers],
+                lambda v: number_word(v),
+                extra_alone=0.9,
+                missing_alone=0.6,
+            ),
+            "number",
+        )
+
+        def name_supported(k: object) -> bool:
+            # Lenient on purpose: a name whose stem starts a source word, or sits in a compound, is not an addition.
+            if k in src.names or not isinstance(k, str):
+                return True
+            return (len(k) >= 5 and k in src.folded) or f" {k}" in f" {src.folded}"
+
+        def aligned(c: Content) -> set[str]:
+            # "Moggallāna" renders mahāmoggallāno: a name inside a source name (or around it) is that name.
+            got = c.names | c.names_unknown
+            return got | {sk for sk in src.names for ck in got if len(ck) >= 5 and (ck in sk or sk in ck)}
+
+        sig["name_mismatch"] = _signal(
+            _compare_sets(
+                aligned(cand),
+                (),
+                src.names,
+                name_supported,
+                [aligned(p) for p in peers],
+                lambda k: self._name_label(str(k)),
+                extra_alone=0.9,
+                missing_alone=0.5,
+            ),
+            "name",
+        )
+
+        sig["negation_mismatch"] = self._negation(src, cand, peers)
+
+        src_terms = set(src.terms)
+        term_find = _compare_sets(
+            set(cand.terms),
+            (),
+            src_terms,
+            lambda t: t in src_terms,
+            [set(p.terms) for p in peers],
+            lambda t: f"{t} ({'/'.join(self.lexicon.glossary.terms[str(t)].renderings[:3])})",
+            extra_alone=0.5 * TERM_EXTRA_WEIGHT,
+            missing_alone=0.6,
+            extra_weight=TERM_EXTRA_WEIGHT,
+        )
+        sig["term_mismatch"] = _signal(term_find, "term")
+
+        sig["list_size_mismatch"] = _signal(
+            _compare_sets(
+                cand.lists,
+                (),
+                src.lists,
+                lambda v: v in src.lists or v in src.numbers,
+                [p.lists for p in peers],
+                lambda v: f"a list of {number_word(v)}",
+                extra_alone=0.8,
+                missing_alone=0.0,
+            ),
+            "list size",
+        )
+
+        keep = 1.0
+        for name, w in _WEIGHTS.items():
+            s = sig[name]
+            if isinstance(s, SignalValue):
+                keep *= 1.0 - w * s.value
+        sig["critical_score"] = SignalValue(value=round(1.0 - keep, 4), detail={"peers": n})
+
+        flags: list[Flag] = []
+        limits = self.thresholds if n else self.thresholds_alone
+        for name, (rule, severity) in _RULES.items():
+            s = sig[name]
+            # Term renderings overlap too much for a one-sided difference to be worth a reviewer's time: flag swaps.
+            if name == "term_mismatch" and isinstance(s, SignalValue) and not s.detail.get("swap"):
+                continue
+            if isinstance(s, SignalValue) and s.value >= limits[name]:
+                flags.append(Flag(rule=rule, severity=severity, detail=str(s.detail.get("summary", name))))
+        return CriticalReport(signals=sig, flags=flags, peers=n)
+
+    def _name_label(self, key: str) -> str:
+        return self._name_display.get(key, key).capitalize()
+
+    def _negation(self, src: Content, cand: Content, peers: list[Content]) -> SignalValue:
+        n = len(peers)
+        c = cand.neg
+        if n:
+            counts = [p.neg for p in peers]
+            med = statistics.median(counts)
+            more = sum(1 for x in counts if x > c)
+            less = sum(1 for x in counts if x < c)
+            if more == less == 0:
+                return SignalValue(value=0.0, detail={"candidate": c, "peer_median": med})
+            # The share of peers on one side of the candidate ranks best (bench/eval_critical.py); the size of the
+            # gap only breaks ties.
+            frac = max(more, less) / n
+            risk = 0.97 * frac + 0.01 * min(abs(med - c), 3.0)
+            if more >= less:
+                text = f"{more}/{n} peers have more negations than the candidate ({c} vs peer median {med:g})"
+            else:
+                text = f"{less}/{n} peers have fewer negations than the candidate ({c} vs peer median {med:g})"
+            # Where the source's own count sides with the candidate, the peers may be the odd ones out.
+            if (more >= less and src.neg + src.neg_weak <= c) or (less > more and src.neg >= c):
+                risk *= 0.8
+            return SignalValue(
+                value=round(risk, 4),
+                detail={"summary": f"negation: {text}", "candidate": c, "peer_median": med, "source": src.neg},
+            )
+        s = src.neg
+        lo, hi = s, s + src.neg_weak
+        if lo <= c <= hi:
+            return SignalValue(value=0.0, detail={"candidate": c, "source": s})
+        gap = lo - c if c < lo else c - hi
+        # English often splits or merges negations (impermanent vs not permanent): one off is weak evidence.
+        risk = min(1.0, gap / (1.0 + 0.25 * max(lo, c)))
+        word = "fewer" if c < lo else "more"
+        return SignalValue(
+            value=round(risk, 4),
+            detail={
+                "summary": f"negation: candidate has {word} negations ({c}) than the source ({s})",
+                "candidate": c,
+                "source": s,
+            },
+        )
+
+
+_default: CriticalChecker | None = None
+
+
+def default_checker() -> CriticalChecker:
+    """A process-wide checker over models/critical/ (loaded on first use)."""
+    global _default
+    if _default is None:
+        _default = CriticalChecker()
+    return _default
+
+
+def check_critical(
+    source: str, candidate: str, peers: Sequence[str] = (), src_lang: str = "pli", tgt_lang: str = "en"
+) -> CriticalReport:
+    """Check one candidate against its source and (optionally) peer translations of the same passage."""
+    return default_checker().check(source, candidate, peers, src_lang, tgt_lang)

@@ -1,0 +1,178 @@
+"""Critical-content extraction: numbers, names, negators, list sizes and doctrinal terms of a Pali or English text."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from service.core.critical.lexicon import Lexicon, PatternSet
+from service.core.critical.tokens import en_stem, fold, pali_tokens, word_tokens
+
+__all__ = ["Content", "Extractor", "number_word"]
+
+# Pali negators. Sandhi forms (nāhaṃ = na ahaṃ, netaṃ = na etaṃ) are listed; the "a-/an-" privative prefix is
+# not, because it is not reliable (anicca, but also ananda, akāsi). "no" is also the enclitic "us/our", so weak.
+PALI_NEG = frozenset(
+    """na mā natthi neva nāpi nāhaṃ netaṃ neso nesā nayidaṃ nāyaṃ nassa nāssa nālaṃ nāssu nahi nevaṃ nāham
+    nāññaṃ nāsi natthī nāsaṃ nābhavi nāsakkhi nāssādesi nayimaṃ nāyasmā nevassa""".split()
+)
+PALI_NEG_WEAK = frozenset({"no", "n"})  # "n" is the elided "na" of n’atthi; "no" doubles as a pronoun
+# English negators; un-/in- prefixes are left out (unskillful, impermanent are the accepted renderings).
+EN_NEG = frozenset("not no never nor neither none nothing nobody nowhere without cannot".split())
+_EN_NT = re.compile(r"n['’]t\b", re.IGNORECASE)
+_DIGITS = re.compile(r"(?<![\w.,])(\d{1,7})(?![\w.,]\d)")
+_PALI_DIACRITICS = frozenset("āīūṃṅñṭḍṇḷ")
+_LIST_NOUNS = (
+    "things|qualities|factors|kinds|types|ways|aspects|grounds|reasons|benefits|drawbacks|dangers|"
+    "perils|rewards|powers|strengths|bonds|fetters|hindrances|elements|aggregates|faculties|cases|"
+    "people|persons|individuals|sorts|categories|practices|dimensions|fields|spheres|truths|steps|"
+    "conditions|principles|attributes|characteristics|features|defilements|errors|kinds"
+)
+
+
+class Content:
+    """What a text commits to: number values (strong and weak), name keys, negator count, list sizes, terms."""
+
+    __slots__ = ("folded", "lists", "names", "names_unknown", "neg", "neg_weak", "numbers", "numbers_weak", "terms")
+
+    def __init__(self) -> None:
+        self.numbers: Counter[int] = Counter()
+        self.numbers_weak: set[int] = set()
+        self.names: set[str] = set()
+        self.names_unknown: set[str] = set()
+        self.neg = 0
+        self.neg_weak = 0
+        self.lists: set[int] = set()
+        self.terms: Counter[str] = Counter()
+        self.folded = ""
+
+
+def number_word(v: int) -> str:
+    """A reviewer-friendly English word for a number value."""
+    words = {
+        2: "two",
+        3: "three",
+        4: "four",
+        5: "five",
+        6: "six",
+        7: "seven",
+        8: "eight",
+        9: "nine",
+        10: "ten",
+        11: "eleven",
+        12: "twelve",
+        20: "twenty",
+        30: "thirty",
+        40: "forty",
+        50: "fifty",
+        100: "hundred",
+        1000: "thousand",
+    }
+    return words.get(v, str(v))
+
+
+class Extractor:
+    """Holds the lexicon's lookup tables; ``pali()`` and ``english()`` are pure and cheap (a pass over tokens)."""
+
+    def __init__(self, lex: Lexicon) -> None:
+        self.lex = lex
+        # Longest prefix first so "satasahass" wins over "sata".
+        self._pli_prefix = sorted(lex.pli_num_prefix.items(), key=lambda kv: -len(kv[0]))
+        self._list_markers = {
+            t: v for t, v in lex.pli_num_exact.items() if t.endswith(("me", "māni", "mā")) and t not in ("dasame",)
+        }
+        self._terms = PatternSet({k: t.pali for k, t in lex.glossary.terms.items()})
+        self._rendering: dict[str, list[str]] = {}
+        for key, term in lex.glossary.terms.items():
+            for r in term.renderings:
+                self._rendering.setdefault(r, []).append(key)
+        # An untranslated Pali term in English (dukkha, jhāna, nibbāna) counts as rendering it.
+        self._self_forms: dict[str, list[tuple[str, str]]] = {}
+        for key, term in lex.glossary.terms.items():
+            for pat in term.pali:
+                f = fold(pat.rstrip("*"))
+                if len(f) >= 5:
+                    self._self_forms.setdefault(f[:3], []).append((f, key))
+        self._en_num = lex.en_num_words
+        self._en_weak = frozenset(lex.en_num_weak)
+        num_alt = "|".join(sorted((w for w, v in self._en_num.items() if 2 <= v <= 12 and w.isalpha()), key=len))
+        self._list_re = re.compile(
+            rf"\b(?:these|those|the following|are|of the)\s+({num_alt})\b"
+            rf"|\b({num_alt})\s+(?:\w+\s+)?(?:{_LIST_NOUNS})\b",
+            re.IGNORECASE,
+        )
+        self._name_excl = {fold(w) for w in ("dhamma", "sangha", "buddha", "tathagata", "nibbana", "brahma", "deva")}
+
+    def pali(self, text: str) -> Content:
+        c = Content()
+        toks = pali_tokens(text)
+        c.folded = " ".join(fold(t) for t in toks)
+        exact, weak, forms = self.lex.pli_num_exact, self.lex.pli_num_weak, self.lex.names.pali_forms
+        for i, t in enumerate(toks):
+            v = exact.get(t)
+            if v is None:
+                for p, pv in self._pli_prefix:
+                    if t.startswith(p):
+                        v = pv
+                        break
+            if v is not None:
+                c.numbers[v] += 1
+                nxt = toks[i + 1] if i + 1 < len(toks) else ""
+                if t in self._list_markers or nxt in ("ime", "imāni", "imā", "ime"):
+                    c.lists.add(v)
+            elif t in weak:
+                c.numbers_weak.add(weak[t])
+            for sub, vals in self.lex.pli_num_weak_contains.items():
+                if sub in t:
+                    c.numbers_weak.update(vals)
+            if t in PALI_NEG:
+                c.neg += 1
+            elif t in PALI_NEG_WEAK:
+                c.neg_weak += 1
+            k = forms.get(t)
+            if k is not None:
+                c.names.add(k)
+            for term in self._terms.match(t):
+                c.terms[term] += 1
+        return c
+
+    def english(self, text: str) -> Content:
+        c = Content()
+        toks = word_tokens(text)
+        folded = [fold(t.text) for t in toks]
+        c.folded = " ".join(folded)
+        names = self.lex.names.names
+        for t, f in zip(toks, folded, strict=True):
+            low = t.lower
+            v = self._en_num.get(low)
+            if v is not None:
+                if low in self._en_weak:
+                    c.numbers_weak.add(v)
+                else:
+                    c.numbers[v] += 1
+            if low in EN_NEG:
+                c.neg += 1
+            if t.capital:
+                k = names.get(f)
+                if k is not None:
+                    c.names.add(k)
+                elif not t.sentence_start and len(f) >= 4 and any(ch in _PALI_DIACRITICS for ch in low):
+                    # Unknown Pali-looking names: plural/possessive "s" and the final vowel off, like the lexicon keys.
+                    base = f[:-1] if f.endswith("s") and len(f) > 4 else f
+                    if base not in self._name_excl:
+                        c.names_unknown.add(base[:-1] if base[-1] in "aeiou" else base)
+            for term in self._rendering.get(en_stem(low), ()):
+                c.terms[term] += 1
+            if len(f) >= 5:
+                for sf, key in self._self_forms.get(f[:3], ()):
+                    if f.startswith(sf):
+                        c.terms[key] += 1
+        c.neg += len(_EN_NT.findall(text))
+        for m in _DIGITS.finditer(text):
+            d = int(m.group(1))
+            if d >= 2:
+                c.numbers[d] += 1
+        for m in self._list_re.finditer(text):
+            w = (m.group(1) or m.group(2)).lower()
+            c.lists.add(self._en_num[w])
+        return c

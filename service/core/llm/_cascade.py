@@ -1,0 +1,271 @@
+"""The cascade: spend LLM checks on the riskiest tail by routing score, within a budget fraction and a call cap.
+
+Planning is pure (``plan_cascade``): candidates are ranked by routing score (highest first, NaN last, ties by
+id), the top ``ceil(budget_fraction * n)`` are eligible, and in rank order each eligible candidate gets GEMBA
+(one call per selected judge) and then backtranslation (one call) while the nominal calls fit under
+``max_calls``; the first check that does not fit ends the spending (nothing ranked lower is back-filled).
+The cap budgets nominal calls; parse and HTTP retries are reported in ``cost`` but not pre-budgeted.
+Without a provider every check is skipped ("no LLM provider configured").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+import msgspec
+
+from service.core.errors import InputError
+from service.core.llm._backtranslation import BacktranslationResult, backtranslate, backtranslation_signal
+from service.core.llm._gemba import GembaResult, gemba_signal, score_candidate
+from service.core.llm._judging import AttemptOptions, Cost
+from service.core.llm._panels import JudgeSelection, Panel, select_judges
+from service.core.types import SignalResult, SignalSkipped
+
+if TYPE_CHECKING:
+    from service.core.llm._client import LLMClient
+    from service.core.settings import LLMSettings
+
+__all__ = [
+    "NO_PROVIDER",
+    "CandidateChecks",
+    "CascadeItem",
+    "CascadePlan",
+    "CascadeResult",
+    "CheckOutcome",
+    "PlannedCandidate",
+    "plan_cascade",
+    "run_cascade",
+]
+
+NO_PROVIDER = "no LLM provider configured"
+
+CheckName = Literal["gemba", "backtranslation"]
+
+
+class CascadeItem(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """One candidate: its id, the Pali source, the English text, the model that produced it, its routing score."""
+
+    id: str
+    source: str
+    candidate: str
+    model: str | None = None
+    routing_score: float = 0.0
+
+
+class CheckOutcome(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    check: CheckName
+    status: Literal["planned", "ran", "skipped"]
+    reason: str | None = None
+
+
+class PlannedCandidate(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    id: str
+    rank: int  # 1 = highest routing score
+    routing_score: float
+    selection: JudgeSelection
+    checks: list[CheckOutcome]
+    planned_calls: int
+
+    def runs(self, check: CheckName) -> bool:
+        return any(c.check == check and c.status == "planned" for c in self.checks)
+
+
+class CascadePlan(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    budget_fraction: float
+    budget_candidates: int
+    max_calls: int
+    planned_calls: int
+    candidates: list[PlannedCandidate]  # in input order
+
+
+class CandidateChecks(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """Per candidate: the signals for the API, the full results when a check ran, and what it cost."""
+
+    id: str
+    rank: int
+    routing_score: float
+    gemba: SignalResult
+    backtranslation: SignalResult
+    checks: list[CheckOutcome]
+    cost: Cost
+    gemba_result: GembaResult | None = None
+    backtranslation_result: BacktranslationResult | None = None
+
+
+class CascadeResult(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    plan: CascadePlan
+    candidates: list[CandidateChecks]  # in input order
+    cost: Cost
+
+
+def _rank_key(item: CascadeItem) -> tuple[int, float, str]:
+    score = item.routing_score
+    return (1, 0.0, item.id) if math.isnan(score) else (0, -score, item.id)
+
+
+def plan_cascade(
+    items: Sequence[CascadeItem],
+    panel: Panel,
+    *,
+    budget_fraction: float,
+    max_calls: int,
+    gemba: bool = True,
+    backtranslation: bool = True,
+    configured: bool = True,
+) -> CascadePlan:
+    if not 0.0 <= budget_fraction <= 1.0:
+        raise InputError("budget_fraction must be between 0 and 1")
+    if max_calls < 0:
+        raise InputError("max_calls must not be negative")
+    n = len(items)
+    budget = min(n, math.ceil(budget_fraction * n - 1e-9))
+    ranked = sorted(range(n), key=lambda i: _rank_key(items[i]))
+    planned: dict[int, PlannedCandidate] = {}
+    spent = 0
+    capped = False  # once a check does not fit, nothing ranked lower runs (no back-filling of the tail)
+    for rank, index in enumerate(ranked, start=1):
+        item = items[index]
+        selection = select_judges(panel, item.model)
+        wanted: list[tuple[CheckName, bool, int]] = [
+            ("gemba", gemba, len(selection.judges)),
+            ("backtranslation", backtranslation, 1 if selection.judges else 0),
+        ]
+        checks: list[CheckOutcome] = []
+        calls = 0
+        for name, enabled, cost in wanted:
+            if not configured:
+                checks.append(CheckOutcome(name, "skipped", NO_PROVIDER))
+            elif not enabled:
+                checks.append(CheckOutcome(name, "skipped", f"{name} disabled for this request"))
+            elif rank > budget:
+                reason = f"below the review budget: rank {rank} of {n}, budget {budget} ({budget_fraction:.0%})"
+                checks.append(CheckOutcome(name, "skipped", reason))
+            elif cost == 0:
+                checks.append(CheckOutcome(name, "skipped", "no eligible judge after self-scoring exclusion"))
+            elif capped or spent + calls + cost > max_calls:
+                capped = True
+                checks.append(CheckOutcome(name, "skipped", f"call cap reached (max_calls={max_calls})"))
+            else:
+                checks.append(CheckOutcome(name, "planned"))
+                calls += cost
+        spent += calls
+        planned[index] = PlannedCandidate(item.id, rank, item.routing_score, selection, checks, calls)
+    return CascadePlan(budget_fraction, budget, max_calls, spent, [planned[i] for i in range(n)])
+
+
+def _skipped_signal(outcome: CheckOutcome) -> SignalSkipped:
+    return SignalSkipped(reason=outcome.reason or "not run")
+
+
+async def _run_one(
+    client: LLMClient,
+    item: CascadeItem,
+    planned: PlannedCandidate,
+    settings: LLMSettings,
+    options: AttemptOptions,
+) -> CandidateChecks:
+    gemba_task = backtranslation_task = None
+    if planned.runs("gemba"):
+        gemba_task = score_candidate(
+            client, planned.selection, settings, source=item.source, candidate=item.candidate, options=options
+        )
+    if planned.runs("backtranslation"):
+        # the first judge left after self-exclusion backtranslates, so no family reads its own output back
+        backtranslation_task = backtranslate(
+            client,
+            planned.selection.judges[0],
+            settings,
+            source=item.source,
+            candidate=item.candidate,
+            options=options,
+        )
+    gemba_result, bt_result = await asyncio.gather(
+        gemba_task if gemba_task is not None else _none(),
+        backtranslation_task if backtranslation_task is not None else _none(),
+    )
+    cost = Cost()
+    checks: list[CheckOutcome] = []
+    signals: dict[str, SignalResult] = {}
+    for outcome in planned.checks:
+        if outcome.status != "planned":
+            checks.append(outcome)
+            signals[outcome.check] = _skipped_signal(outcome)
+            continue
+        checks.append(CheckOutcome(outcome.check, "ran"))
+        if outcome.check == "gemba" and isinstance(gemba_result, GembaResult):
+            cost.add(gemba_result.cost)
+            signals["gemba"] = gemba_signal(gemba_result)
+        elif outcome.check == "backtranslation" and isinstance(bt_result, BacktranslationResult):
+            cost.add(bt_result.cost)
+            signals["backtranslation"] = backtranslation_signal(bt_result)
+    return CandidateChecks(
+        id=item.id,
+        rank=planned.rank,
+        routing_score=item.routing_score,
+        gemba=signals["gemba"],
+        backtranslation=signals["backtranslation"],
+        checks=checks,
+        cost=cost,
+        gemba_result=gemba_result if isinstance(gemba_result, GembaResult) else None,
+        backtranslation_result=bt_result if isinstance(bt_result, BacktranslationResult) else None,
+    )
+
+
+async def _none() -> None:
+    return None
+
+
+async def run_cascade(
+    client: LLMClient | None,
+    items: Sequence[CascadeItem],
+    panel: Panel,
+    settings: LLMSettings,
+    *,
+    budget_fraction: float | None = None,
+    max_calls: int | None = None,
+    gemba: bool = True,
+    backtranslation: bool = True,
+    options: AttemptOptions | None = None,
+) -> CascadeResult:
+    """Plan, then run the planned checks concurrently (the client bounds concurrency per provider).
+
+    ``budget_fraction``/``max_calls`` default to ``settings.review_budget``/``settings.max_calls_per_request``.
+    With ``settings.base_url`` empty or no client, nothing is called and every check reads skipped.
+    """
+    configured = settings.configured and client is not None
+    plan = plan_cascade(
+        items,
+        panel,
+        budget_fraction=settings.review_budget if budget_fraction is None else budget_fraction,
+        max_calls=settings.max_calls_per_request if max_calls is None else max_calls,
+        gemba=gemba,
+        backtranslation=backtranslation,
+        configured=configured,
+    )
+    options = options or AttemptOptions(temperature=settings.temperature)
+    if client is not None and configured:
+        results = list(
+            await asyncio.gather(
+                *(_run_one(client, item, p, settings, options) for item, p in zip(items, plan.candidates, strict=True))
+            )
+        )
+    else:
+        results = [
+            CandidateChecks(
+                id=p.id,
+                rank=p.rank,
+                routing_score=p.routing_score,
+                gemba=SignalSkipped(reason=NO_PROVIDER),
+                backtranslation=SignalSkipped(reason=NO_PROVIDER),
+                checks=p.checks,
+                cost=Cost(),
+            )
+            for p in plan.candidates
+        ]
+    total = Cost()
+    for r in results:
+        total.add(r.cost)
+    return CascadeResult(plan=plan, candidates=results, cost=total)

@@ -1,0 +1,428 @@
+"""Async client for OpenAI-compatible chat completions: timeouts, retries, per-provider limits, response cache.
+
+Every failure leaves this module as one of the upstream errors of ``service.core.errors`` (httpx exceptions are
+translated here, once, and chained with ``raise ... from exc``):
+
+UpstreamError
+ +-- UpstreamTimeout       connect/read/write/pool timeout on the last attempt
+ +-- UpstreamRateLimited   429 on the last attempt, or a Retry-After longer than the policy waits (retry_after set)
+ +-- UpstreamUnavailable   connection refused/reset, DNS, 5xx on the last attempt
+ +-- UpstreamBadResponse   a 4xx other than 429, or a 200 body that is not a chat completion
+
+Retried: 429, 5xx, timeouts and transport errors, up to ``RetryPolicy.max_retries`` times with exponential
+backoff and jitter; a ``Retry-After`` header (seconds or an HTTP date) on 429/503 replaces the backoff.
+Not retried: other 4xx and undecodable bodies (the same request would fail the same way).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Literal
+
+import httpx
+import msgspec
+
+from service.core.errors import (
+    UpstreamBadResponse,
+    UpstreamError,
+    UpstreamRateLimited,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
+
+if TYPE_CHECKING:
+    from service.core.llm._cache import ResponseCache
+    from service.core.settings import LLMSettings
+
+__all__ = [
+    "ChatMessage",
+    "ChatResult",
+    "Endpoint",
+    "LLMClient",
+    "ProviderStats",
+    "RetryPolicy",
+    "TokenBucket",
+    "Usage",
+    "parse_retry_after",
+]
+
+logger = logging.getLogger("trisk.llm")
+
+
+class ChatMessage(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """One chat message of a prompt."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class Endpoint(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """Where one judge lives: the provider's base URL (``.../v1``), its bearer key and the model name on it."""
+
+    base_url: str
+    api_key: str
+    model: str
+
+
+class Usage(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class ChatResult(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """One answer. ``latency_ms`` is the upstream round trip of the successful attempt (of the original call
+    when ``cached``); ``attempts`` counts upstream HTTP requests made for this answer (0 on a cache hit)."""
+
+    text: str | None
+    finish_reason: str | None
+    model: str
+    usage: Usage
+    latency_ms: float
+    attempts: int
+    cached: bool = False
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Backoff ``min(backoff_max, backoff_base * 2**retry)`` scaled by a uniform factor in ``1 +- jitter``."""
+
+    max_retries: int = 4
+    backoff_base: float = 0.5
+    backoff_max: float = 20.0
+    jitter: float = 0.25
+    # a Retry-After beyond this is not waited for: the call fails with UpstreamRateLimited(retry_after=...)
+    max_retry_after: float = 60.0
+
+    def backoff(self, retry: int) -> float:
+        delay = min(self.backoff_max, self.backoff_base * (2**retry))
+        return max(0.0, delay * random.uniform(1.0 - self.jitter, 1.0 + self.jitter))
+
+
+@dataclass
+class ProviderStats:
+    """Counters of one provider (a base URL), for tests, benchmarks and metrics."""
+
+    in_flight: int = 0
+    max_in_flight: int = 0
+    requests: int = 0
+    retries: int = 0
+    cache_hits: int = 0
+
+
+class TokenBucket:
+    """Requests-per-second limiter: ``rate`` tokens/s, ``burst`` capacity; waiters reserve tokens in FIFO order.
+
+    A reservation may drive the balance negative; the caller then sleeps until its token has accrued, so no
+    lock is held across the sleep and waiters do not stampede. ``rate <= 0`` disables the limit.
+    """
+
+    def __init__(self, rate: float, burst: float | None = None) -> None:
+        self.rate = rate
+        self.capacity = burst if burst is not None else max(1.0, rate)
+        self._tokens = self.capacity
+        self._updated = time.monotonic()
+
+    def reserve(self) -> float:
+        """Take one token; returns how long to wait before using it (no await, so atomic under asyncio)."""
+        if self.rate <= 0:
+            return 0.0
+        now = time.monotonic()
+        self._tokens = min(self.capacity, self._tokens + (now - self._updated) * self.rate)
+        self._updated = now
+        self._tokens -= 1.0
+        return 0.0 if self._tokens >= 0 else -self._tokens / self.rate
+
+    async def acquire(self) -> None:
+        wait = self.reserve()
+        if wait > 0:
+            await asyncio.sleep(wait)
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP date; None when absent/garbled."""
+    if value is None:
+        return None
+    value = value.strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        pass
+    else:
+        return max(0.0, seconds) if seconds == seconds and seconds != float("inf") else None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    now = now or datetime.now(UTC)
+    return max(0.0, (when - now).total_seconds())
+
+
+# Upstream bodies are decoded leniently (providers add fields); only the fields we use are declared.
+class _Message(msgspec.Struct):
+    content: str | None = None
+
+
+class _Choice(msgspec.Struct):
+    message: _Message
+    finish_reason: str | None = None
+
+
+class _Usage(msgspec.Struct):
+    prompt_tokens: int | None = 0
+    completion_tokens: int | None = 0
+
+
+class _Completion(msgspec.Struct):
+    choices: list[_Choice]
+    model: str | None = None
+    usage: _Usage | None = None
+
+
+_COMPLETION_DECODER = msgspec.json.Decoder(_Completion)
+_ENCODER = msgspec.json.Encoder()
+
+
+@dataclass
+class _Provider:
+    semaphore: asyncio.Semaphore
+    bucket: TokenBucket
+    stats: ProviderStats = field(default_factory=ProviderStats)
+
+
+class _Retryable(Exception):
+    """An attempt failed in a way worth retrying; carries the error to raise if it was the last attempt."""
+
+    def __init__(self, error: UpstreamError, retry_after: float | None = None) -> None:
+        super().__init__(error.detail)
+        self.error = error
+        self.retry_after = retry_after
+
+
+class LLMClient:
+    """Chat completions against any number of OpenAI-compatible providers, one shared HTTP connection pool.
+
+    Concurrency (a semaphore around each HTTP request) and rate (a token bucket) are limited per provider,
+    i.e. per base URL. The cache is optional (``None`` = off); a hit makes no upstream call.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_concurrency: int = 8,
+        requests_per_second: float = 10.0,
+        burst: float | None = None,
+        timeout: httpx.Timeout | None = None,
+        retry: RetryPolicy | None = None,
+        cache: ResponseCache | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1")
+        self.max_concurrency = max_concurrency
+        self.requests_per_second = requests_per_second
+        self.burst = burst
+        self.retry = retry or RetryPolicy()
+        self.cache = cache
+        self._providers: dict[str, _Provider] = {}
+        self._http = httpx.AsyncClient(
+            timeout=timeout or httpx.Timeout(connect=5.0, read=60.0, write=30.0, pool=30.0),
+            # the per-provider semaphores bound the connections; the pool only keeps them alive
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+            transport=transport,
+            headers={"user-agent": "trisk-llm/1"},
+        )
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: LLMSettings,
+        *,
+        cache: ResponseCache | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> LLMClient:
+        timeout = httpx.Timeout(
+            connect=settings.connect_timeout,
+            read=settings.read_timeout,
+            write=settings.read_timeout,
+            pool=settings.read_timeout,
+        )
+        return cls(
+            max_concurrency=settings.max_concurrency,
+            requests_per_second=settings.requests_per_second,
+            timeout=timeout,
+            retry=RetryPolicy(max_retries=settings.max_retries),
+            cache=cache,
+            transport=transport,
+        )
+
+    async def __aenter__(self) -> LLMClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def stats(self, base_url: str) -> ProviderStats:
+        return self._provider(base_url).stats
+
+    @property
+    def upstream_requests(self) -> int:
+        return sum(p.stats.requests for p in self._providers.values())
+
+    def _provider(self, base_url: str) -> _Provider:
+        key = base_url.rstrip("/")
+        provider = self._providers.get(key)
+        if provider is None:
+            provider = _Provider(
+                asyncio.Semaphore(self.max_concurrency), TokenBucket(self.requests_per_second, self.burst)
+            )
+            self._providers[key] = provider
+        return provider
+
+    async def chat(
+        self,
+        endpoint: Endpoint,
+        messages: Sequence[ChatMessage],
+        *,
+        temperature: float,
+        prompt_version: str,
+        max_tokens: int | None = None,
+        use_cache: bool = True,
+    ) -> ChatResult:
+        """One chat completion; ``prompt_version`` names the template (part of the cache key)."""
+        if not endpoint.base_url:
+            raise UpstreamUnavailable("no LLM provider configured")
+        provider = self._provider(endpoint.base_url)
+        cache_key = None
+        if self.cache is not None and use_cache:
+            cache_key = self.cache.key(
+                model=endpoint.model, prompt_version=prompt_version, messages=messages, temperature=temperature
+            )
+            hit = await self.cache.get(cache_key)
+            if hit is not None:
+                provider.stats.cache_hits += 1
+                return hit
+        body: dict[str, object] = {
+            "model": endpoint.model,
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "temperature": temperature,
+        }
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        result = await self._send_with_retries(provider, endpoint, _ENCODER.encode(body))
+        if cache_key is not None and self.cache is not None:
+            await self.cache.set(cache_key, result)
+        return result
+
+    async def _send_with_retries(self, provider: _Provider, endpoint: Endpoint, payload: bytes) -> ChatResult:
+        url = endpoint.base_url.rstrip("/") + "/chat/completions"
+        headers = {"content-type": "application/json"}
+        if endpoint.api_key:
+            headers["authorization"] = f"Bearer {endpoint.api_key}"
+        policy = self.retry
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await self._attempt(provider, endpoint, url, headers, payload, attempt)
+            except UpstreamError as exc:
+                exc.extra["attempts"] = attempt
+                raise
+            except _Retryable as failure:
+                failure.error.extra["attempts"] = attempt
+                if attempt > policy.max_retries:
+                    raise failure.error from failure.__cause__
+                if failure.retry_after is not None:
+                    if failure.retry_after > policy.max_retry_after:
+                        raise failure.error from failure.__cause__
+                    # honour the server's wait; a little upward jitter spreads a herd of waiting callers
+                    delay = failure.retry_after + random.uniform(0.0, policy.jitter * policy.backoff_base)
+                else:
+                    delay = policy.backoff(attempt - 1)
+                provider.stats.retries += 1
+                logger.info(
+                    "llm retry %d/%d for model %s in %.3fs: %s",
+                    attempt,
+                    policy.max_retries,
+                    endpoint.model,
+                    delay,
+                    failure.error.detail,
+                )
+                await asyncio.sleep(delay)
+
+    async def _attempt(
+        self,
+        provider: _Provider,
+        endpoint: Endpoint,
+        url: str,
+        headers: dict[str, str],
+        payload: bytes,
+        attempt: int,
+    ) -> ChatResult:
+        await provider.bucket.acquire()
+        stats = provider.stats
+        async with provider.semaphore:
+            stats.in_flight += 1
+            stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
+            stats.requests += 1
+            started = time.perf_counter()
+            try:
+                response = await self._http.post(url, content=payload, headers=headers)
+            except httpx.TimeoutException as exc:
+                error: UpstreamError = UpstreamTimeout(
+                    f"{endpoint.model}: {type(exc).__name__} after {time.perf_counter() - started:.2f}s"
+                )
+                raise _Retryable(error) from exc
+            except httpx.TransportError as exc:
+                raise _Retryable(UpstreamUnavailable(f"{endpoint.model}: {type(exc).__name__}: {exc}")) from exc
+            except httpx.InvalidURL as exc:
+                raise UpstreamUnavailable(f"invalid LLM base URL {endpoint.base_url!r}") from exc
+            finally:
+                stats.in_flight -= 1
+            latency_ms = (time.perf_counter() - started) * 1000.0
+        return self._interpret(response, endpoint, latency_ms, attempt)
+
+    def _interpret(self, response: httpx.Response, endpoint: Endpoint, latency_ms: float, attempt: int) -> ChatResult:
+        status = response.status_code
+        extra: dict[str, object] = {"status": status, "model": endpoint.model}
+        if status == 429 or status == 503:
+            retry_after = parse_retry_after(response.headers.get("retry-after"))
+            if status == 429:
+                raise _Retryable(
+                    UpstreamRateLimited(f"{endpoint.model}: rate limited (429)", retry_after=retry_after, extra=extra),
+                    retry_after,
+                )
+            raise _Retryable(UpstreamUnavailable(f"{endpoint.model}: HTTP 503", extra=extra), retry_after)
+        if status >= 500:
+            raise _Retryable(UpstreamUnavailable(f"{endpoint.model}: HTTP {status}", extra=extra))
+        if status != 200:
+            raise UpstreamBadResponse(f"{endpoint.model}: HTTP {status}: {response.text[:200]}", extra=extra)
+        try:
+            completion = _COMPLETION_DECODER.decode(response.content)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise UpstreamBadResponse(f"{endpoint.model}: not a chat completion: {exc}", extra=extra) from exc
+        if not completion.choices:
+            raise UpstreamBadResponse(f"{endpoint.model}: chat completion without choices", extra=extra)
+        choice = completion.choices[0]
+        usage = completion.usage or _Usage()
+        return ChatResult(
+            text=choice.message.content,
+            finish_reason=choice.finish_reason,
+            model=completion.model or endpoint.model,
+            usage=Usage(prompt_tokens=usage.prompt_tokens or 0, completion_tokens=usage.completion_tokens or 0),
+            latency_ms=latency_ms,
+            attempts=attempt,
+        )

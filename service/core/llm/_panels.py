@@ -1,0 +1,203 @@
+"""Judge panels (data under models/panels/), model-family detection and self-scoring exclusion."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from service.core.errors import InputError, NotReady
+from service.core.llm._client import Endpoint
+
+if TYPE_CHECKING:
+    from service.core.settings import LLMSettings
+
+__all__ = [
+    "KNOWN_FAMILIES",
+    "ExcludedJudge",
+    "Judge",
+    "JudgeSelection",
+    "Panel",
+    "available_panels",
+    "family_of",
+    "load_panel",
+    "resolve_endpoint",
+    "select_judges",
+]
+
+KNOWN_FAMILIES: frozenset[str] = frozenset(
+    {"anthropic", "openai", "google", "meta", "qwen", "deepseek", "moonshot", "xai", "zhipu", "mistral", "cohere"}
+)
+
+
+class Judge(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """One judge: ``model`` is the name on the provider; base URL and key come from LLMSettings unless overridden."""
+
+    id: str
+    model: str
+    family: str
+    base_url: str | None = None
+    # name of the environment variable holding this judge's key (never the key itself in data)
+    api_key_env: str | None = None
+    # sent as max_tokens when set (leave unset for reasoning models that spend tokens before answering)
+    max_tokens: int | None = None
+
+
+class Panel(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """Judges in priority order; ``judges_per_candidate`` caps how many eligible ones score one candidate."""
+
+    name: str
+    version: str
+    judges: list[Judge]
+    description: str = ""
+    judges_per_candidate: int | None = None
+
+    def __post_init__(self) -> None:
+        ids = [j.id for j in self.judges]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"panel {self.name}: duplicate judge ids")
+        unknown = sorted({j.family for j in self.judges} - KNOWN_FAMILIES)
+        if unknown:
+            raise ValueError(f"panel {self.name}: unknown families {unknown}")
+        if self.judges_per_candidate is not None and not 1 <= self.judges_per_candidate <= len(self.judges):
+            raise ValueError(f"panel {self.name}: judges_per_candidate out of range")
+
+
+class ExcludedJudge(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    judge_id: str
+    model: str
+    family: str
+    reason: str
+
+
+class JudgeSelection(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """The judges that score one candidate, and the ones left out with the reason."""
+
+    panel: str
+    panel_version: str
+    candidate_model: str | None
+    candidate_family: str | None
+    judges: list[Judge]
+    excluded: list[ExcludedJudge]
+
+
+# vendor prefixes as providers/routers write them ("vendor/model"), then name patterns for bare model names
+_VENDORS: dict[str, str] = {
+    "anthropic": "anthropic",
+    "openai": "openai",
+    "google": "google",
+    "meta-llama": "meta",
+    "meta": "meta",
+    "facebook": "meta",
+    "qwen": "qwen",
+    "alibaba": "qwen",
+    "deepseek": "deepseek",
+    "deepseek-ai": "deepseek",
+    "moonshotai": "moonshot",
+    "moonshot": "moonshot",
+    "x-ai": "xai",
+    "xai": "xai",
+    "z-ai": "zhipu",
+    "zai-org": "zhipu",
+    "zhipuai": "zhipu",
+    "thudm": "zhipu",
+    "mistralai": "mistral",
+    "mistral": "mistral",
+    "cohere": "cohere",
+}
+_NAME_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern), family)
+    for pattern, family in (
+        (r"claude", "anthropic"),
+        (r"(?:^|[^a-z])(?:gpt|chatgpt|o[134])(?:[^a-z]|$)|davinci", "openai"),
+        (r"gemini|gemma|palm", "google"),
+        (r"llama", "meta"),
+        (r"qwen|qwq", "qwen"),
+        (r"deepseek", "deepseek"),
+        (r"kimi|moonshot", "moonshot"),
+        (r"grok", "xai"),
+        (r"(?:^|[^a-z])(?:chat)?glm", "zhipu"),
+        (r"mistral|mixtral|codestral|magistral|ministral", "mistral"),
+        (r"command-r|aya", "cohere"),
+    )
+)
+
+
+def family_of(model_name: str | None) -> str | None:
+    """The family of a producing model, e.g. "meta-llama/llama-3.3-70b-instruct" -> "meta"; None if unknown.
+
+    A known vendor prefix wins; otherwise the model part is matched against name patterns (so fine-tunes
+    named after their base, like "hermes-3-llama-3.1-405b", count as that base's family).
+    """
+    if not model_name:
+        return None
+    name = model_name.strip().lower()
+    vendor, _, model = name.rpartition("/")
+    if vendor:
+        family = _VENDORS.get(vendor.split("/")[-1])
+        if family is not None:
+            return family
+    for pattern, family in _NAME_PATTERNS:
+        if pattern.search(model or name):
+            return family
+    return None
+
+
+def select_judges(panel: Panel, candidate_model: str | None, *, candidate_family: str | None = None) -> JudgeSelection:
+    """Drop judges of the candidate's own family, then keep at most ``judges_per_candidate`` in panel order."""
+    family = candidate_family or family_of(candidate_model)
+    chosen: list[Judge] = []
+    excluded: list[ExcludedJudge] = []
+    for judge in panel.judges:
+        if family is not None and judge.family == family:
+            reason = f"self-scoring: judge family {judge.family} produced the candidate"
+            excluded.append(ExcludedJudge(judge.id, judge.model, judge.family, reason))
+        elif panel.judges_per_candidate is not None and len(chosen) >= panel.judges_per_candidate:
+            reason = f"reserve: panel size {panel.judges_per_candidate} already reached"
+            excluded.append(ExcludedJudge(judge.id, judge.model, judge.family, reason))
+        else:
+            chosen.append(judge)
+    return JudgeSelection(panel.name, panel.version, candidate_model, family, chosen, excluded)
+
+
+def _panels_dir(panels_dir: str | Path | None) -> Path:
+    if panels_dir is not None:
+        return Path(panels_dir)
+    from service.core.settings import get_settings
+
+    return Path(get_settings().risk.models_dir) / "panels"
+
+
+_PANEL_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+def available_panels(panels_dir: str | Path | None = None) -> list[str]:
+    return sorted(p.stem for p in _panels_dir(panels_dir).glob("*.json"))
+
+
+def load_panel(name: str, *, panels_dir: str | Path | None = None) -> Panel:
+    """Load ``models/panels/<name>.json``; an unknown name is bad input, a malformed file is a deployment fault."""
+    if not _PANEL_NAME.match(name):
+        raise InputError(f"judge panel name {name!r} is not valid")
+    path = _panels_dir(panels_dir) / f"{name}.json"
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError as exc:
+        raise InputError(f"no judge panel {name!r}", extra={"available": available_panels(panels_dir)}) from exc
+    try:
+        return msgspec.json.decode(raw, type=Panel)
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
+        raise NotReady(f"judge panel {name!r} is malformed: {exc}") from exc
+
+
+def resolve_endpoint(judge: Judge, settings: LLMSettings, env: Mapping[str, str] | None = None) -> Endpoint:
+    """The judge's own base URL / key variable when the panel sets them, else the provider from LLMSettings."""
+    env = os.environ if env is None else env
+    api_key = settings.api_key
+    if judge.api_key_env:
+        api_key = env.get(judge.api_key_env, "")
+    return Endpoint(base_url=judge.base_url or settings.base_url, api_key=api_key, model=judge.model)

@@ -1,0 +1,209 @@
+"""Redis persistence of assessments and batches, keyed by tenant; shared by the API and the workers.
+
+Layout (every key expires after the retention setting):
+  trisk:t:{tenant}:a:{id}       hash: meta, part:cheap, part:llm, final, started, failed, callback
+  trisk:t:{tenant}:idem:{key}   the assessment an Idempotency-Key created, with the request's hash
+  trisk:t:{tenant}:b:{id}       hash: meta
+  trisk:t:{tenant}:seen:{rule}  sorted set of risk scores the service has produced with one model version
+Workers write one hash field each, so parallel parts never overwrite each other; ``final`` is written once (HSETNX).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from redis.asyncio import Redis
+
+from service.core.errors import Conflict, NotFound
+from service.core.records import AssessmentMeta, BatchMeta, CallbackState, CheapPart, FinalPart, LLMPart, Status
+
+__all__ = ["AssessmentState", "Store", "request_hash"]
+
+_enc = msgspec.json.Encoder()
+_meta_dec = msgspec.json.Decoder(AssessmentMeta)
+_batch_dec = msgspec.json.Decoder(BatchMeta)
+_cheap_dec = msgspec.json.Decoder(CheapPart)
+_llm_dec = msgspec.json.Decoder(LLMPart)
+_final_dec = msgspec.json.Decoder(FinalPart)
+_cb_dec = msgspec.json.Decoder(CallbackState)
+
+
+def request_hash(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
+
+
+@dataclass
+class AssessmentState:
+    """Everything stored about one assessment."""
+
+    meta: AssessmentMeta
+    cheap: CheapPart | None = None
+    llm: LLMPart | None = None
+    final: FinalPart | None = None
+    started: bool = False
+    failed: str | None = None
+    callback: CallbackState | None = None
+
+    @property
+    def status(self) -> Status:
+        if self.failed is not None:
+            return "failed"
+        if self.final is not None:
+            return "done"
+        if self.started or self.cheap is not None:
+            return "running"
+        return "pending"
+
+
+class Store:
+    """Typed access to trisk's Redis keys."""
+
+    def __init__(self, redis: Redis, *, retention_seconds: int) -> None:
+        # redis-py's stubs type commands as "Awaitable | value" for the sync/async union; we only use the async client
+        self.redis: Any = redis
+        self.ttl = retention_seconds if retention_seconds > 0 else None
+
+    @staticmethod
+    def _a(tenant: str, aid: str) -> str:
+        return f"trisk:t:{tenant}:a:{aid}"
+
+    @staticmethod
+    def _b(tenant: str, bid: str) -> str:
+        return f"trisk:t:{tenant}:b:{bid}"
+
+    @staticmethod
+    def _idem(tenant: str, key: str) -> str:
+        return f"trisk:t:{tenant}:idem:{key}"
+
+    async def _expire(self, pipe: Any, key: str) -> None:
+        if self.ttl:
+            pipe.expire(key, self.ttl)
+
+    # -- idempotency
+    async def claim_idempotency(self, tenant: str, key: str, aid: str, body_sha: str) -> str | None:
+        """Reserve ``key`` for a new assessment; returns the existing assessment id when the same request was made
+        before, and raises Conflict when the key was used for a different request."""
+        value = _enc.encode({"id": aid, "sha": body_sha})
+        ok = await self.redis.set(self._idem(tenant, key), value, nx=True, ex=self.ttl)
+        if ok:
+            return None
+        raw = await self.redis.get(self._idem(tenant, key))
+        if raw is None:  # expired between the two calls: try once more
+            return await self.claim_idempotency(tenant, key, aid, body_sha)
+        prior = msgspec.json.decode(raw)
+        if prior["sha"] != body_sha:
+            raise Conflict(
+                f"Idempotency-Key {key!r} was already used with a different request body",
+                extra={"assessment_id": prior["id"]},
+            )
+        return str(prior["id"])
+
+    async def release_idempotency(self, tenant: str, key: str) -> None:
+        await self.redis.delete(self._idem(tenant, key))
+
+    # -- assessments
+    async def create(self, meta: AssessmentMeta) -> None:
+        key = self._a(meta.tenant, meta.id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(key, "meta", _enc.encode(meta))
+            if meta.request.callback_url:
+                pipe.hset(key, "callback", _enc.encode(CallbackState(url=meta.request.callback_url)))
+            await self._expire(pipe, key)
+            await pipe.execute()
+
+    async def create_many(self, metas: list[AssessmentMeta], batch: BatchMeta | None = None) -> None:
+        """All or nothing: one MULTI/EXEC for every assessment of a batch (and the batch itself)."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            for meta in metas:
+                key = self._a(meta.tenant, meta.id)
+                pipe.hset(key, "meta", _enc.encode(meta))
+                if meta.request.callback_url:
+                    pipe.hset(key, "callback", _enc.encode(CallbackState(url=meta.request.callback_url)))
+                await self._expire(pipe, key)
+            if batch is not None:
+                bkey = self._b(batch.tenant, batch.id)
+                pipe.hset(bkey, "meta", _enc.encode(batch))
+                await self._expire(pipe, bkey)
+            await pipe.execute()
+
+    async def delete(self, tenant: str, aids: list[str], batch_id: str | None = None) -> None:
+        keys = [self._a(tenant, a) for a in aids] + ([self._b(tenant, batch_id)] if batch_id else [])
+        if keys:
+            await self.redis.delete(*keys)
+
+    async def get(self, tenant: str, aid: str) -> AssessmentState:
+        fields = await self.redis.hgetall(self._a(tenant, aid))
+        if not fields or b"meta" not in fields:
+            raise NotFound(f"no assessment {aid!r}")
+        return _state_of(fields)
+
+    async def get_many(self, tenant: str, aids: list[str]) -> list[AssessmentState | None]:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for aid in aids:
+                pipe.hgetall(self._a(tenant, aid))
+            rows = await pipe.execute()
+        return [_state_of(r) if r and b"meta" in r else None for r in rows]
+
+    async def exists(self, tenant: str, aid: str) -> bool:
+        return bool(await self.redis.hexists(self._a(tenant, aid), "meta"))
+
+    async def mark_started(self, tenant: str, aid: str) -> None:
+        await self.redis.hset(self._a(tenant, aid), "started", b"1")
+
+    async def put_cheap(self, tenant: str, aid: str, part: CheapPart) -> None:
+        await self.redis.hset(self._a(tenant, aid), "part:cheap", _enc.encode(part))
+
+    async def put_llm(self, tenant: str, aid: str, part: LLMPart) -> None:
+        await self.redis.hset(self._a(tenant, aid), "part:llm", _enc.encode(part))
+
+    async def put_final(self, tenant: str, aid: str, part: FinalPart) -> bool:
+        """Write the final result once; False when another run of the job got there first."""
+        return bool(await self.redis.hsetnx(self._a(tenant, aid), "final", _enc.encode(part)))
+
+    async def mark_failed(self, tenant: str, aid: str, reason: str) -> None:
+        await self.redis.hset(self._a(tenant, aid), "failed", reason.encode())
+
+    async def put_callback(self, tenant: str, aid: str, state: CallbackState) -> None:
+        await self.redis.hset(self._a(tenant, aid), "callback", _enc.encode(state))
+
+    # -- budget reference: scores seen per model version
+    async def record_scores(self, tenant: str, rule: str, members: dict[str, float]) -> None:
+        if not members:
+            return
+        key = f"trisk:t:{tenant}:seen:{rule}"
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zadd(key, members)
+            await self._expire(pipe, key)
+            await pipe.execute()
+
+    async def seen_counts(self, tenant: str, rule: str, scores: list[float]) -> tuple[int, list[int]]:
+        """How many scores this tenant has seen for a model version, and how many of them lie at or below each."""
+        key = f"trisk:t:{tenant}:seen:{rule}"
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zcard(key)
+            for s in scores:
+                pipe.zcount(key, "-inf", s)
+            res = await pipe.execute()
+        return int(res[0]), [int(v) for v in res[1:]]
+
+    # -- batches
+    async def get_batch(self, tenant: str, bid: str) -> BatchMeta:
+        raw = await self.redis.hget(self._b(tenant, bid), "meta")
+        if raw is None:
+            raise NotFound(f"no batch {bid!r}")
+        return _batch_dec.decode(raw)
+
+
+def _state_of(fields: dict[bytes, bytes]) -> AssessmentState:
+    return AssessmentState(
+        meta=_meta_dec.decode(fields[b"meta"]),
+        cheap=_cheap_dec.decode(fields[b"part:cheap"]) if b"part:cheap" in fields else None,
+        llm=_llm_dec.decode(fields[b"part:llm"]) if b"part:llm" in fields else None,
+        final=_final_dec.decode(fields[b"final"]) if b"final" in fields else None,
+        started=b"started" in fields,
+        failed=fields[b"failed"].decode() if b"failed" in fields else None,
+        callback=_cb_dec.decode(fields[b"callback"]) if b"callback" in fields else None,
+    )

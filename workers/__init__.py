@@ -1,0 +1,1 @@
+"""ARQ workers: the cheap tier and the LLM tier of assessments, and callback delivery."""

@@ -1,0 +1,37 @@
+"""``WorkerSettings`` for ``arq workers.settings.WorkerSettings``: jobs, timeouts, retries, health key."""
+
+from __future__ import annotations
+
+from arq.connections import RedisSettings
+from arq.worker import func
+
+from service.core.settings import get_settings
+from workers.jobs import assess_cheap, assess_llm, deliver_callback, shutdown, startup
+
+__all__ = ["WorkerSettings"]
+
+_settings = get_settings()
+
+
+class WorkerSettings:
+    """A plain arq settings class; every job is idempotent (keyed by assessment and part) and retried at most
+    ``max_tries`` times."""
+
+    functions = [  # arq reads these class attributes
+        func(assess_cheap, name="assess_cheap", timeout=120, max_tries=3),
+        func(assess_llm, name="assess_llm", timeout=900, max_tries=3),
+        func(
+            deliver_callback, name="deliver_callback", timeout=30, max_tries=max(1, _settings.jobs.callback_max_tries)
+        ),
+    ]
+    on_startup = startup
+    on_shutdown = shutdown
+    redis_settings = RedisSettings.from_dsn(_settings.redis.url)
+    queue_name = _settings.redis.queue_name
+    health_check_key = f"{_settings.redis.queue_name}:health-check"
+    health_check_interval = 10
+    # embeddings are CPU-bound and run in a thread; a few jobs at once keep the cores busy without thrashing
+    max_jobs = 4
+    job_timeout = 900
+    keep_result = 3600
+    retry_jobs = True

@@ -87,6 +87,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from service.evaluation import run
+
+    checks = args.checks.split(",") if args.checks else None
+    print(run(args.bench, args.bilara_root, args.url, args.redis_url, args.workers, args.limit, checks, args.json))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="trisk", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -106,6 +114,18 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("openapi", help="print (or write) the OpenAPI document")
     p.add_argument("--out")
     p.set_defaults(func=cmd_openapi)
+
+    p = sub.add_parser("evaluate", help="run a benchmark folder through the API and workers; print the figures")
+    shared = Path(get_settings().index.corpus_dir).parents[1]
+    p.add_argument("--bench", default=str(shared / "palibench-dev"))
+    p.add_argument("--bilara-root", default=str(Path(get_settings().index.corpus_dir) / "root" / "pli" / "ms"))
+    p.add_argument("--url", help="a running API with workers (default: start both here)")
+    p.add_argument("--redis-url", default="redis://127.0.0.1:6379/14", help="Redis for the started stack")
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--limit", type=int, help="first N passages only")
+    p.add_argument("--checks", help="comma-separated checks (default: the service default)")
+    p.add_argument("--json", help="also write the raw results here")
+    p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("serve", help="run the API with uvicorn")
     p.add_argument("--host", default="127.0.0.1")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -13,6 +14,9 @@ import pytest
 from service.core.corpus import FilterRules, load_bilara
 from service.core.novelty import IndexParams, NoveltyIndex, build_index
 from service.core.settings import SHARED_DIR, Settings, get_settings
+
+# verdicts and fitted models of test runs go to a throwaway database, never the developer's var/trisk.db
+os.environ.setdefault("TRISK_DB_PATH", os.path.join(tempfile.mkdtemp(prefix="trisk-test-"), "trisk.db"))
 
 TEST_REDIS_URL = os.environ.get("TRISK_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 BILARA = SHARED_DIR / "corpus" / "bilara"

@@ -251,10 +251,24 @@ async def finalize(ctx: dict[str, Any], state: AssessmentState) -> None:
 
 
 async def _active_model(ctx: dict[str, Any], tenant: str) -> str:
-    return str(ctx["settings"].risk.model)
+    """The tenant's activated risk model (calibration fits), else the configured default."""
+    from service.core.calibration import active_model_name
+    from service.core.review import get_review_settings, open_db
+
+    default = str(ctx["settings"].risk.model)
+    name = await asyncio.to_thread(active_model_name, open_db(get_review_settings().db_path), tenant, default)
+    registry: RiskRegistry = ctx["registry"]
+    if name not in registry.models and name not in registry.aliases:  # a model fitted after this worker started
+        ctx["registry"] = RiskRegistry.load(ctx["settings"].risk.models_dir)
+    return str(name)
 
 
 async def _after_final(ctx: dict[str, Any], state: AssessmentState) -> None:
+    from service.core.review import enqueue_for_review
+
+    await enqueue_for_review(
+        ctx["redis"], state.meta.tenant, state, retention_seconds=ctx["settings"].redis.retention_seconds
+    )
     if state.meta.request.callback_url:
         await ctx["redis"].enqueue_job(
             "deliver_callback", state.meta.tenant, state.meta.id, _job_id=f"{state.meta.id}:callback"

@@ -17,8 +17,10 @@ from threadpoolctl import threadpool_limits
 from service import __version__
 from service.app.assessments.controllers import AssessmentController
 from service.app.batches.controllers import BatchController
+from service.app.calibration.controllers import CalibrationController
 from service.app.health.controllers import HealthController
 from service.app.novelty.controllers import NoveltyController
+from service.app.review.controllers import AdjudicationController, ReviewController
 from service.app.problems import exception_handlers
 from service.app.resources import Resources, load_indexes, open_queue
 from service.core.settings import Settings
@@ -36,7 +38,17 @@ class TriskPlugin(InitPluginProtocol):
         self.resources = resources
 
     def on_app_init(self, app_config: AppConfig) -> AppConfig:
-        app_config.route_handlers.extend([HealthController, NoveltyController, AssessmentController, BatchController])
+        app_config.route_handlers.extend(
+            [
+                HealthController,
+                NoveltyController,
+                AssessmentController,
+                BatchController,
+                ReviewController,
+                AdjudicationController,
+                CalibrationController,
+            ]
+        )
         app_config.exception_handlers.update(exception_handlers)
         app_config.lifespan.append(self._lifespan)
         app_config.openapi_config = OpenAPIConfig(

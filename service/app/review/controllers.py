@@ -47,7 +47,7 @@ class ReviewController(Controller):
         lang: str | None = None,
         model: str | None = None,
         batch: str | None = None,
-        scope: Literal["flagged", "all"] = "flagged",
+        item_scope: Literal["flagged", "all"] = Parameter(query="scope", default="flagged"),
         status: Literal["pending", "open", "leased", "reviewed", "any"] = "pending",
         offset: int = Parameter(default=0, ge=0),
         limit: int = Parameter(default=50, ge=1, le=500),
@@ -56,7 +56,7 @@ class ReviewController(Controller):
         queue = services.queue_of(request.app.state.resources)
         filters = {k: v for k, v in {"tier": tier, "lang": lang, "model": model, "batch_id": batch}.items() if v}
         rows, total = await queue.list(
-            tenant, filters=filters, flagged_only=scope == "flagged", status=status, offset=offset, limit=limit
+            tenant, filters=filters, flagged_only=item_scope == "flagged", status=status, offset=offset, limit=limit
         )
         items = [services.item_out(it, st, n, lease) for it, st, n, lease in rows]
         nxt = offset + limit if offset + limit < total else None

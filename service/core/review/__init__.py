@@ -1,0 +1,55 @@
+"""Human review: the review queue (Redis), durable verdicts and panel adjudications (SQLite)."""
+
+from __future__ import annotations
+
+from service.core.review.adjudication import (
+    ADJUDICATION_PROMPT_HASH,
+    ADJUDICATION_PROMPT_VERSION,
+    JudgeVote,
+    build_adjudication_messages,
+    majority_label,
+    parse_adjudication,
+    run_panel,
+)
+from service.core.review.db import LABELS, Activation, Adjudication, FitRecord, Label, ReviewDB, Verdict, open_db
+from service.core.review.queue import (
+    FLAG_SEVERITIES,
+    FORCED_PRIORITY,
+    Lease,
+    QueueItem,
+    ReviewQueue,
+    enqueue_for_review,
+    item_id_of,
+    queue_items,
+    signal_snapshot,
+)
+from service.core.review.settings import ReviewSettings, get_review_settings
+
+__all__ = [
+    "ADJUDICATION_PROMPT_HASH",
+    "ADJUDICATION_PROMPT_VERSION",
+    "FLAG_SEVERITIES",
+    "FORCED_PRIORITY",
+    "LABELS",
+    "Activation",
+    "Adjudication",
+    "FitRecord",
+    "JudgeVote",
+    "Label",
+    "Lease",
+    "QueueItem",
+    "ReviewDB",
+    "ReviewQueue",
+    "ReviewSettings",
+    "Verdict",
+    "build_adjudication_messages",
+    "enqueue_for_review",
+    "get_review_settings",
+    "item_id_of",
+    "majority_label",
+    "open_db",
+    "parse_adjudication",
+    "queue_items",
+    "run_panel",
+    "signal_snapshot",
+]

@@ -1,0 +1,204 @@
+"""``trisk evaluate``: run a PaliBench-style folder through the real API and workers and measure every signal.
+
+Labels come from the benchmark's reference-based scores (outlier = ``normalized_drift > 2``; ``comet_best`` for
+correlation). They are used to measure, never as inputs: the service only ever sees source and candidates.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from service.core.metrics import auc, budget_stats, spearman
+
+__all__ = ["Benchmark", "evaluate", "load_benchmark", "report"]
+
+OUTLIER_DRIFT = 2.0
+BUDGETS = (0.05, 0.10, 0.20)
+
+
+@dataclass
+class Benchmark:
+    passages: list[dict[str, Any]]  # {"id", "source", "candidates": [{"id", "text", "model"}]}
+    labels: dict[tuple[str, str], dict[str, float]]  # (passage, candidate id) -> {"outlier", "comet_best"}
+
+
+def _short(model_file: str) -> str:
+    return model_file.removesuffix(".json")
+
+
+def load_benchmark(folder: str | Path, bilara_root: str | Path, limit: int | None = None) -> Benchmark:
+    folder = Path(folder)
+    rows = list(csv.DictReader((folder / "passage_manifest.csv").open(encoding="utf-8")))
+    if limit:
+        rows = rows[:limit]
+    segs: dict[str, str] = {}
+    for f in Path(bilara_root).rglob("*_root-pli-ms.json"):
+        segs.update(json.loads(f.read_text(encoding="utf-8")))
+    translations: dict[str, dict[str, str]] = {}
+    models: dict[str, str] = {}
+    for f in sorted((folder / "translations").glob("*.json")):
+        data = json.loads(f.read_text(encoding="utf-8"))
+        translations[_short(f.name)] = data["translations"]
+        models[_short(f.name)] = str(data.get("metadata", {}).get("model", _short(f.name)))
+    labels: dict[tuple[str, str], dict[str, float]] = {}
+    for f in sorted((folder / "per_passage_scores").glob("*_per_passage_scores.json")):
+        cid = f.name.removesuffix("_per_passage_scores.json")
+        for r in json.loads(f.read_text(encoding="utf-8")):
+            labels[(r["passage_id"], cid)] = {
+                "outlier": float(r["normalized_drift"] > OUTLIER_DRIFT),
+                "comet_best": float(r["comet_best"]),
+            }
+    passages = []
+    for r in rows:
+        pid = r["passage_id"]
+        source = " ".join(segs[s].strip() for s in r["segments"].split() if s in segs)
+        cands = [
+            {"id": cid, "text": tr[pid], "model": models[cid]}
+            for cid, tr in translations.items()
+            if pid in tr and tr[pid].strip()
+        ]
+        passages.append({"id": pid, "source": source, "candidates": cands})
+    return Benchmark(passages=passages, labels=labels)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class _Stack:
+    """An API server and a worker in subprocesses, on a Redis database of their own."""
+
+    def __init__(self, redis_url: str, workers: int) -> None:
+        self.port = _free_port()
+        env = {**os.environ, "REDIS_URL": redis_url, "TRISK_QUEUE_NAME": f"trisk:eval:{self.port}"}
+        log = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the processes
+        self.procs = [
+            subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(self.port)], env=env,
+                             stdout=log, stderr=log)
+        ]
+        for _ in range(workers):
+            self.procs.append(subprocess.Popen([sys.executable, "-m", "arq", "workers.settings.WorkerSettings"],
+                                               env=env, stdout=log, stderr=log))
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            p.wait(30)
+
+
+def evaluate(bench: Benchmark, url: str, checks: list[str] | None, poll: float = 2.0) -> list[dict[str, Any]]:
+    """Submit every passage as one batch (NDJSON), wait for the workers, return the results."""
+    import httpx
+
+    lines = []
+    for p in bench.passages:
+        item: dict[str, Any] = {"source": {"text": p["source"], "lang": "pli", "ref": p["id"]},
+                                "candidates": p["candidates"]}
+        if checks:
+            item["checks"] = checks
+        lines.append(json.dumps(item, ensure_ascii=False))
+    with httpx.Client(base_url=url, timeout=120) as client:
+        for _ in range(600):
+            try:
+                if client.get("/health/ready").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        r = client.post("/v1/batches/ndjson", content="\n".join(lines).encode(),
+                        headers={"content-type": "application/x-ndjson"})
+        r.raise_for_status()
+        bid = r.json()["id"]
+        t0 = time.time()
+        while True:
+            prog = client.get(f"/v1/batches/{bid}").json()
+            c = prog["counts"]
+            print(f"\r{time.time() - t0:6.0f}s  done {c['done']}/{prog['total']}  failed {c['failed']}  "
+                  f"running {c['running']}", end="", file=sys.stderr, flush=True)
+            if prog["status"] == "done":
+                break
+            time.sleep(poll)
+        print(file=sys.stderr)
+        text = client.get(f"/v1/batches/{bid}/results").text
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _rank_key(c: dict[str, Any]) -> float:
+    risk = c.get("risk") or {}
+    # forced (hard-flagged) candidates go above everything, as the service ranks them
+    return (1e6 if risk.get("forced_by_flag") else 0.0) + float(risk.get("score", math.nan))
+
+
+def report(bench: Benchmark, results: list[dict[str, Any]]) -> str:
+    """The figures table: risk score and each signal alone."""
+    columns: dict[str, list[tuple[float, float, float]]] = {}
+    for res in results:
+        pid = res["source"]["ref"]
+        for c in res["candidates"]:
+            lab = bench.labels.get((pid, c["id"]))
+            if lab is None:
+                continue
+            y, comet = lab["outlier"], lab["comet_best"]
+            columns.setdefault("risk (" + str((c.get("risk") or {}).get("rule", "?")).split("@")[0] + ")", []).append(
+                (_rank_key(c), y, comet)
+            )
+            for name, sig in c["signals"].items():
+                if sig.get("status") == "value":
+                    columns.setdefault(name, []).append((float(sig["value"]), y, comet))
+    out = [f"{len(results)} passages; outlier = normalized_drift > {OUTLIER_DRIFT}"]
+    head = f"{'signal':34s} {'n':>5s} {'pos':>4s} {'AUC':>6s} " + " ".join(
+        f"{'R@' + str(int(b * 100)) + '%':>17s} {'P@' + str(int(b * 100)) + '%':>17s}" for b in BUDGETS
+    ) + f" {'rho(-comet)':>11s}"
+    out.append(head)
+    for name in sorted(columns, key=lambda k: (not k.startswith("risk"), k)):
+        arr = np.array(columns[name], dtype=float)
+        ok = np.isfinite(arr[:, 0])
+        s, y, comet = arr[ok, 0], arr[ok, 1], arr[ok, 2]
+        if y.sum() == 0 or y.sum() == len(y):
+            continue
+        stats = budget_stats(s, y, BUDGETS)
+        cells = " ".join(
+            f"{b.recall:5.3f} [{b.recall_ci[0]:.2f},{b.recall_ci[1]:.2f}] "
+            f"{b.precision:5.3f} [{b.precision_ci[0]:.2f},{b.precision_ci[1]:.2f}]"
+            for b in stats
+        )
+        out.append(f"{name[:34]:34s} {len(s):5d} {int(y.sum()):4d} {auc(s, y):6.3f} {cells} "
+                   f"{spearman(s, -comet):11.3f}")
+    return "\n".join(out)
+
+
+def run(folder: str, bilara_root: str, url: str | None, redis_url: str, workers: int, limit: int | None,
+        checks: list[str] | None, out_json: str | None) -> str:
+    bench = load_benchmark(folder, bilara_root, limit)
+    stack = None
+    if url is None:
+        stack = _Stack(redis_url, workers)
+        url = stack.url
+    try:
+        t0 = time.time()
+        results = evaluate(bench, url, checks)
+        elapsed = time.time() - t0
+    finally:
+        if stack is not None:
+            stack.close()
+    n_cands = sum(len(r["candidates"]) for r in results)
+    if out_json:
+        Path(out_json).write_text(json.dumps(results), encoding="utf-8")
+    return (report(bench, results) + f"\n\n{n_cands} candidates end to end in {elapsed:.0f} s "
+            f"({n_cands / max(elapsed, 1e-9):.1f} candidates/s)")

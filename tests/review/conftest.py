@@ -1,0 +1,135 @@
+"""Fixtures for review tests: a unique tenant, real Redis db 15, a temporary label store and models folder, the app."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from redis.asyncio import Redis
+
+_ROOT = Path(__file__).resolve().parents[2]
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+
+from service.core.review import db as review_db_module  # noqa: E402
+from service.core.review import get_review_settings  # noqa: E402
+from service.core.settings import LLMSettings, Settings, get_settings  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAIServer, openai_server  # noqa: E402, F401
+from tests.review.support import REDIS_URL, cleanup  # noqa: E402
+
+TEST_MODEL = {
+    "name": "test-risk",
+    "version": "1.0.0",
+    "description": "test model: z(s)",
+    "requires_peers": False,
+    "signals": [{"name": "s", "weight": 1.0, "mean": 0.0, "sd": 1.0, "clip": None}],
+}
+TEST_PANEL = {
+    "name": "adj",
+    "version": "t1",
+    "judges_per_candidate": 3,
+    "judges": [
+        {"id": "ja", "model": "adj-a", "family": "anthropic"},
+        {"id": "jb", "model": "adj-b", "family": "openai"},
+        {"id": "jc", "model": "adj-c", "family": "google"},
+    ],
+}
+
+
+@pytest.fixture
+def tenant() -> str:
+    return f"test-review-{uuid.uuid4().hex[:10]}"
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def redis(tenant: str) -> AsyncIterator[Redis]:
+    r = Redis.from_url(REDIS_URL)
+    yield r
+    await cleanup(r, tenant)
+    await r.aclose()
+
+
+@pytest.fixture
+def models_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "models"
+    (d / "risk").mkdir(parents=True)
+    (d / "panels").mkdir()
+    (d / "risk" / "test-risk.json").write_text(json.dumps(TEST_MODEL))
+    (d / "risk" / "aliases.json").write_text(json.dumps({"default": "test-risk"}))
+    (d / "panels" / "adj.json").write_text(json.dumps(TEST_PANEL))
+    return d
+
+
+@pytest.fixture
+def db_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    path = tmp_path / "var" / "trisk.db"
+    monkeypatch.setenv("TRISK_DB_PATH", str(path))
+    monkeypatch.setenv("TRISK_FIT_MIN_ITEMS", "20")
+    monkeypatch.setenv("TRISK_FIT_MIN_MAJORS", "4")
+    get_review_settings.cache_clear()
+    yield path
+    get_review_settings.cache_clear()
+    review_db_module._dbs.pop(str(path), None)
+
+
+def make_settings(models_dir: Path, llm: LLMSettings | None = None) -> Settings:
+    base = get_settings()
+    return replace(
+        base,
+        redis=replace(base.redis, url=REDIS_URL, retention_seconds=600),
+        index=replace(base.index, path=str(models_dir / "no-index.trisk")),
+        risk=replace(base.risk, models_dir=str(models_dir), model="default"),
+        llm=llm or LLMSettings(),
+    )
+
+
+def make_client(settings: Settings, tenant: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from litestar.testing import TestClient
+
+    import service.app.calibration.controllers as cal_controllers
+    import service.app.review.controllers as review_controllers
+    from service.app.factory import create_app
+    from service.app.resources import Resources
+
+    # API tests run as their own tenant, so nothing they write can touch another test's (or a person's) data
+    monkeypatch.setattr(review_controllers, "current_tenant", lambda request: tenant)
+    monkeypatch.setattr(cal_controllers, "current_tenant", lambda request: tenant)
+    app = create_app(settings, resources=Resources(settings=settings))
+    # until plugin.py registers the review controllers, the tests add them to the app themselves
+    paths = {route.path for route in app.routes}
+    for ctrl, probe in (
+        (review_controllers.ReviewController, "/v1/review/queue"),
+        (review_controllers.AdjudicationController, "/v1/adjudications"),
+        (cal_controllers.CalibrationController, "/v1/calibration/report"),
+    ):
+        if probe not in paths:
+            app.register(ctrl)
+    return TestClient(app=app)
+
+
+@pytest.fixture
+def api(models_dir: Path, db_path: Path, tenant: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    with make_client(make_settings(models_dir), tenant, monkeypatch) as client:
+        yield client
+    asyncio.run(_cleanup(tenant))
+
+
+async def _cleanup(tenant: str) -> None:
+    r = Redis.from_url(REDIS_URL)
+    await cleanup(r, tenant)
+    await r.aclose()
+
+
+@pytest.fixture
+def fake(openai_server: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:  # noqa: F811
+    openai_server.reset()
+    yield openai_server
+    openai_server.reset()

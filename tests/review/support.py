@@ -1,0 +1,165 @@
+"""Builders for review tests: AssessmentState-shaped records written straight into Redis db 15, labelled items."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import msgspec
+from redis.asyncio import Redis
+
+from service.core.calibration import LabelledItem
+from service.core.records import (
+    AssessmentMeta,
+    AssessmentRequest,
+    CandidateIn,
+    CandidateOutcome,
+    CheapPart,
+    FinalPart,
+    LLMPart,
+    SourceIn,
+)
+from service.core.review import enqueue_for_review, item_id_of
+from service.core.store import AssessmentState, Store
+from service.core.types import Flag, SignalValue
+
+REDIS_URL = "redis://127.0.0.1:6379/15"
+
+
+def candidate_row(
+    pct: float,
+    *,
+    forced: bool = False,
+    score: float = 0.0,
+    flags: list[Flag] | None = None,
+    rule: str = "test-risk@1.0.0",
+) -> dict[str, Any]:
+    tier = (
+        "top_1"
+        if forced or pct >= 99
+        else "top_5"
+        if pct >= 95
+        else "top_10"
+        if pct >= 90
+        else ("top_20" if pct >= 80 else "rest")
+    )
+    return {
+        "risk": {"score": score, "rule": rule, "components": {}, "missing": []},
+        "routing": None,
+        "flags": msgspec.to_builtins(flags or []),
+        "budget": {
+            "percentile": 100.0 if forced else pct,
+            "tier": tier,
+            "forced": forced,
+            "reference_n": 0,
+            "seen_n": 0,
+        },
+    }
+
+
+async def write_assessment(
+    redis: Redis,
+    tenant: str,
+    cands: list[dict[str, Any]],
+    *,
+    ref: str | None = None,
+    batch_id: str | None = None,
+    gemba: dict[str, dict[str, float]] | None = None,
+) -> AssessmentState:
+    """cands: {"id", "text", "model", "pct", "forced"?, "signals": {name: value}, "flags"?} per candidate."""
+    store = Store(redis, retention_seconds=600)
+    req = AssessmentRequest(
+        source=SourceIn(text="Evaṃ me sutaṃ. Ekaṃ samayaṃ bhagavā sāvatthiyaṃ viharati.", lang="pli", ref=ref),
+        candidates=[
+            CandidateIn(id=c["id"], text=c.get("text", f"text of {c['id']}"), model=c.get("model")) for c in cands
+        ],
+    )
+    meta = AssessmentMeta(
+        id=uuid.uuid4().hex,
+        tenant=tenant,
+        created_at=time.time(),
+        request=req,
+        checks=["embedding_distance"],
+        novelty={"status": "skipped", "reason": "test"},
+        parts=["cheap"],
+        batch_id=batch_id,
+    )
+    await store.create(meta)
+    cheap = CheapPart(
+        finished_at=time.time(),
+        candidates={
+            c["id"]: CandidateOutcome(
+                signals={k: SignalValue(value=v) for k, v in c["signals"].items()}, flags=c.get("flags", [])
+            )
+            for c in cands
+        },
+        signature={},
+        routing={},
+    )
+    await store.put_cheap(tenant, meta.id, cheap)
+    llm = None
+    if gemba:
+        llm = LLMPart(
+            finished_at=time.time(),
+            candidates={
+                cid: CandidateOutcome(
+                    signals={
+                        "gemba_mean_risk": SignalValue(value=100 - sum(sc.values()) / len(sc), detail={"scores": sc})
+                    },
+                    flags=[],
+                )
+                for cid, sc in gemba.items()
+            },
+            signature={},
+            cost={},
+            plan={},
+        )
+        await store.put_llm(tenant, meta.id, llm)
+    final = FinalPart(
+        finished_at=time.time(),
+        candidates={
+            c["id"]: candidate_row(
+                c["pct"], forced=c.get("forced", False), score=c.get("score", c["pct"]), flags=c.get("flags")
+            )
+            for c in cands
+        },
+        signature={"risk_models": ["test-risk@1.0.0"]},
+    )
+    await store.put_final(tenant, meta.id, final)
+    state = await store.get(tenant, meta.id)
+    await enqueue_for_review(redis, tenant, state, retention_seconds=600)
+    return state
+
+
+async def cleanup(redis: Redis, tenant: str) -> None:
+    """Delete this test tenant's keys only (never FLUSHDB)."""
+    keys = [k async for k in redis.scan_iter(match=f"trisk:t:{tenant}:*", count=500)]
+    if keys:
+        await redis.delete(*keys)
+
+
+def iid(state: AssessmentState, cid: str) -> str:
+    return item_id_of(state.meta.id, cid)
+
+
+def labelled(
+    label: str,
+    signals: dict[str, float],
+    *,
+    passage: str = "p",
+    judges: dict[str, float] | None = None,
+    forced: bool = False,
+    n: int = 0,
+    model: str | None = None,
+) -> LabelledItem:
+    snap = {
+        "signals": {k: {"status": "value", "value": v, "detail": {}} for k, v in signals.items()},
+        "flags": [],
+        "judge_scores": judges or {},
+        "risk": {"score": signals.get("s", 0.0), "rule": "test-risk@1.0.0"},
+        "budget": {"forced": forced},
+        "passage": passage,
+        "model": model,
+    }
+    return LabelledItem(f"item{n}", passage, label, 1, snap, model)  # type: ignore[arg-type]

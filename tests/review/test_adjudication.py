@@ -1,0 +1,113 @@
+"""Panel adjudication: the majority table, strict parsing, no provider -> skipped, judges on the fake server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service.core.review import majority_label, parse_adjudication
+from service.core.settings import LLMSettings
+from tests.fakes.openai_server import FakeOpenAIServer, Reply
+from tests.review.conftest import make_client, make_settings
+
+NO, MI, MA = (
+    '{"error": "no", "severity": "none"}',
+    '{"error": "yes", "severity": "minor"}',
+    '{"error": "yes", "severity": "major"}',
+)
+
+
+@pytest.mark.parametrize(
+    ("votes", "label"),
+    [
+        (("none", "none", "none"), "VALID"),
+        (("minor", "none", "none"), "VALID"),
+        (("major", "none", "none"), "VALID"),
+        (("minor", "minor", "none"), "MINOR"),
+        (("major", "minor", "none"), "MINOR"),
+        (("major", "minor", "minor"), "MINOR"),
+        (("major", "major", "none"), "MAJOR"),
+        (("major", "major", "minor"), "MAJOR"),
+        (("major", "major", "major"), "MAJOR"),
+        ((None, "none", "none"), "VALID"),  # the missing vote cannot reach 2 errors
+        ((None, "major", "major"), "MAJOR"),
+        ((None, "minor", "none"), None),  # could be VALID or MINOR: inconclusive, never guessed
+        ((None, "minor", "major"), None),
+        ((None, None, "none"), None),
+    ],
+)
+def test_majority_table(votes: tuple[Any, ...], label: str | None) -> None:
+    assert majority_label(list(votes)) == label
+
+
+@pytest.mark.parametrize(
+    ("text", "vote", "error"),
+    [
+        (NO, "none", None),
+        (MI, "minor", None),
+        (f"  {MA}\n", "major", None),
+        (f"```json\n{MA}\n```", "major", None),
+        ('{"error": "no", "severity": "major"}', None, "inconsistent_values"),
+        ('{"error": "yes", "severity": "none"}', None, "inconsistent_values"),
+        ('{"error": true, "severity": "major"}', None, "inconsistent_values"),
+        ('{"error": "yes", "severity": "major", "why": "x"}', None, "wrong_keys"),
+        (f"Here you go: {MA}", None, "not_json"),
+        ("MAJOR", None, "not_json"),
+        ("", None, "empty"),
+    ],
+)
+def test_parse_table(text: str, vote: str | None, error: str | None) -> None:
+    assert parse_adjudication(text) == (vote, error)
+
+
+def test_truncated_answer_is_invalid() -> None:
+    assert parse_adjudication(MA, "length") == (None, "truncated")
+
+
+def test_no_provider_stores_a_skipped_record(api: Any) -> None:
+    r = api.post(
+        "/v1/adjudications",
+        json={
+            "source": "Evaṃ me sutaṃ.",
+            "candidate": "Thus I heard.",
+            "reference": "So I have heard.",
+            "panel": "adj",
+        },
+    )
+    assert r.status_code == 201, r.text
+    body = r.json()
+    assert body["status"] == "skipped" and body["label"] is None and "no LLM provider" in body["reason"]
+    assert api.get(f"/v1/adjudications/{body['id']}").json()["status"] == "skipped"
+
+
+def test_panel_on_fake_server(
+    fake: FakeOpenAIServer, models_dir: Path, db_path: Path, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    llm = LLMSettings(base_url=fake.base_url, api_key="k", max_retries=0, panel="adj")
+    fake.script("adj-a", [Reply(MA)])
+    fake.script("adj-b", [Reply(f"```json\n{MA}\n```")])
+    fake.script("adj-c", [Reply("I think it is fine.")])  # never valid: recorded as invalid
+    with make_client(make_settings(models_dir, llm), tenant, monkeypatch) as api:
+        r = api.post(
+            "/v1/adjudications",
+            json={"source": "Evaṃ me sutaṃ.", "candidate": "Thus I did not hear.", "reference": "So I have heard."},
+        )
+        assert r.status_code == 201, r.text
+        body = r.json()
+        assert body["status"] == "done" and body["label"] == "MAJOR"
+        statuses = {j["judge_id"]: (j["status"], j["vote"]) for j in body["judges"]}
+        assert statuses == {"ja": ("valid", "major"), "jb": ("valid", "major"), "jc": ("invalid", None)}
+        prompt = fake.requests_for("adj-a")[0].user_text
+        assert "So I have heard." in prompt and "REFERENCE TRANSLATION (aid only)" in prompt
+        fake.script("adj-a", [Reply(MI)])
+        fake.script("adj-b", [Reply(NO)])
+        r2 = api.post(
+            "/v1/adjudications",
+            json={"source": "Evaṃ me sutaṃ.", "candidate": "Thus.", "reference": "So I have heard."},
+        ).json()
+        assert r2["status"] == "inconclusive" and r2["label"] is None and "could change" in r2["reason"]
+        # panel labels are stored apart from human verdicts
+        assert api.get("/v1/calibration/report").json()["labels"]["items"] == 0
+        assert len(api.get("/v1/adjudications").json()) == 2

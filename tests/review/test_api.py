@@ -1,0 +1,177 @@
+"""Review and calibration endpoints end to end: claims, verdicts kept as opinions, durability, 4xx, fits, activation."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from service.core.calibration import active_model_name
+from service.core.review import ReviewDB
+from service.core.store import AssessmentState
+from tests.review.conftest import make_client, make_settings
+from tests.review.support import REDIS_URL, cleanup, iid, write_assessment
+
+
+def seed(tenant: str, cands: list[dict[str, Any]], **kw: Any) -> AssessmentState:
+    async def go() -> AssessmentState:
+        r = Redis.from_url(REDIS_URL)
+        try:
+            return await write_assessment(r, tenant, cands, **kw)
+        finally:
+            await r.aclose()
+
+    return asyncio.run(go())
+
+
+CANDS = [
+    {"id": "a", "model": "m1", "pct": 99.5, "signals": {"s": 3.0}, "text": "So I have heard."},
+    {"id": "b", "model": "m2", "pct": 40.0, "signals": {"s": 0.0}, "text": "Thus have I heard."},
+]
+
+
+def test_claim_verdict_second_opinion_and_item_detail(api: Any, tenant: str) -> None:
+    st = seed(tenant, CANDS, ref="sn12.1:1", gemba={"a": {"ja": 55.0, "jb": 80.0}})
+    r = api.get("/v1/review/queue")
+    assert r.status_code == 200, r.text
+    assert [i["candidate_id"] for i in r.json()["items"]] == ["a"]
+    assert api.get("/v1/review/queue", params={"scope": "all"}).json()["total"] == 2
+    lease = api.post("/v1/review/claims", json={"reviewer": "alice", "n": 5})
+    assert lease.status_code == 201, lease.text
+    body = lease.json()
+    assert [i["id"] for i in body["items"]] == [iid(st, "a")]
+    item_id = body["items"][0]["id"]
+    v1 = api.post(
+        f"/v1/review/items/{item_id}/verdict",
+        json={
+            "reviewer": "alice",
+            "label": "MAJOR",
+            "note": "omits the agent",
+            "error_category": "agency",
+            "lease_id": body["lease_id"],
+        },
+    )
+    assert v1.status_code == 201, v1.text
+    v2 = api.post(f"/v1/review/items/{item_id}/verdict", json={"reviewer": "bob", "label": "MINOR"})
+    assert v2.status_code == 201 and v2.json()["opinion"] == 2
+    verdicts = api.get(f"/v1/review/items/{item_id}/verdicts").json()
+    assert [(v["reviewer"], v["label"], v["opinion"]) for v in verdicts] == [("alice", "MAJOR", 1), ("bob", "MINOR", 2)]
+    detail = api.get(f"/v1/review/items/{item_id}").json()
+    assert detail["source"]["text"].startswith("Evaṃ") and detail["candidate"]["text"] == "So I have heard."
+    assert [p["id"] for p in detail["peers"]] == ["b"]
+    assert detail["judges"]["gemba_mean_risk"]["detail"]["scores"] == {"ja": 55.0, "jb": 80.0}
+    assert detail["budget"]["tier"] == "top_1" and detail["risk"]["rule"] == "test-risk@1.0.0"
+    assert detail["item"]["status"] == "leased" and len(detail["verdicts"]) == 2
+    assert api.delete(f"/v1/review/claims/{body['lease_id']}").json()["released"] == 0  # reviewed: not requeued
+    assert api.get("/v1/review/queue").json()["total"] == 0
+
+
+def test_renew_release_over_http(api: Any, tenant: str) -> None:
+    seed(tenant, CANDS)
+    lease = api.post("/v1/review/claims", json={"reviewer": "alice", "n": 1, "scope": "all"}).json()
+    r = api.post(f"/v1/review/claims/{lease['lease_id']}/renew", json={"reviewer": "alice", "lease_seconds": 1200})
+    assert r.status_code == 200 and r.json()["expires_at"] >= lease["expires_at"]
+    assert api.post(f"/v1/review/claims/{lease['lease_id']}/renew", json={"reviewer": "eve"}).status_code == 409
+    assert api.delete(f"/v1/review/claims/{lease['lease_id']}").json()["released"] == 1
+    assert api.delete(f"/v1/review/claims/{lease['lease_id']}").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("path", "payload", "status"),
+    [
+        ("/v1/review/claims", {"reviewer": "alice", "n": 0}, 400),
+        ("/v1/review/claims", {"reviewer": "alice", "n": -3}, 400),
+        ("/v1/review/claims", {"reviewer": "", "n": 1}, 400),
+        ("/v1/review/claims", {"reviewer": "alice", "n": 1, "colour": "red"}, 400),
+        ("/v1/review/items/{item}/verdict", {"reviewer": "alice", "label": "GREAT"}, 400),
+        ("/v1/review/items/nosuchitem-000000000000/verdict", {"reviewer": "alice", "label": "VALID"}, 404),
+        ("/v1/calibration/fits", {"budget": 0}, 400),
+        ("/v1/adjudications", {"reference": "x"}, 422),
+    ],
+)
+def test_bad_input_is_4xx(api: Any, tenant: str, path: str, payload: dict[str, Any], status: int) -> None:
+    st = seed(tenant, CANDS)
+    r = api.post(path.replace("{item}", iid(st, "a")), json=payload)
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+
+
+def test_verdict_survives_restart_and_redis_loss(
+    models_dir: Path, db_path: Path, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = make_settings(models_dir)
+    st = seed(tenant, CANDS)
+    with make_client(settings, tenant, monkeypatch) as c1:
+        assert (
+            c1.post(
+                f"/v1/review/items/{iid(st, 'a')}/verdict", json={"reviewer": "alice", "label": "MAJOR"}
+            ).status_code
+            == 201
+        )
+
+    # Redis forgets everything (no persistence on this machine); the label store on disk does not
+    async def wipe() -> None:
+        r = Redis.from_url(REDIS_URL)
+        await cleanup(r, tenant)
+        await r.aclose()
+
+    asyncio.run(wipe())
+    fresh = ReviewDB(db_path)  # a new handle on the same file, as after a restart
+    rows = fresh.verdicts(tenant)
+    assert [(v.label, v.snapshot["signals"]["s"]["value"]) for v in rows] == [("MAJOR", 3.0)]
+    with make_client(settings, tenant, monkeypatch) as c2:
+        assert [v["label"] for v in c2.get(f"/v1/review/items/{iid(st, 'a')}/verdicts").json()] == ["MAJOR"]
+        rep = c2.get("/v1/calibration/report").json()
+        assert rep["labels"]["items"] == 1 and rep["labels"]["MAJOR"] == 1
+        s = next(x for x in rep["scores"] if x["name"] == "signal:s")
+        assert (
+            s["auc"]["major_vs_nonmajor"]["value"] is None
+            and "both classes" in s["auc"]["major_vs_nonmajor"]["refused"]
+        )
+
+
+def test_fit_refuses_few_labels_then_fits_and_activates(api: Any, tenant: str, db_path: Path) -> None:
+    st = seed(tenant, CANDS)
+    api.post(f"/v1/review/items/{iid(st, 'a')}/verdict", json={"reviewer": "alice", "label": "MAJOR"})
+    r = api.post("/v1/calibration/fits", json={})
+    assert r.status_code == 422, r.text
+    assert "need 20" in r.json()["detail"] and r.json()["needed"]["items"] == 20
+    rng = random.Random(7)
+    for p in range(14):  # 14 passages x 3 candidates; "s" tracks the label, "noise" does not
+        cands = []
+        labels = []
+        for k in range(3):
+            lab = rng.choice(["MAJOR", "VALID", "VALID", "MINOR"])
+            labels.append(lab)
+            s = {"MAJOR": 2.0, "MINOR": 0.5, "VALID": 0.0}[lab] + rng.gauss(0, 0.4)
+            cands.append({"id": f"c{k}", "pct": 50.0, "signals": {"s": s, "noise": rng.gauss(0, 1)}})
+        state = seed(tenant, cands, ref=f"mn{p}:1")
+        for k, lab in enumerate(labels):
+            assert (
+                api.post(
+                    f"/v1/review/items/{iid(state, f'c{k}')}/verdict", json={"reviewer": "alice", "label": lab}
+                ).status_code
+                == 201
+            )
+    r = api.post("/v1/calibration/fits", json={"budget": 0.2, "folds": 4})
+    assert r.status_code == 201, r.text
+    out = r.json()
+    assert out["active"] is False and out["model"].startswith("calibrated-")
+    assert next(s["name"] for s in out["signals"]) == "s"
+    assert out["fit"]["tenant"] == tenant and out["fit"]["n_items"] == 43 and "GroupKFold" in out["fit"]["folds"]
+    assert active_model_name(ReviewDB(db_path), tenant, "default") == "default"
+    models = {m["name"]: m for m in api.get("/v1/calibration/models").json()}
+    assert models[out["model"]]["active"] is False and models["test-risk"]["active"] is True
+    act = api.post(f"/v1/calibration/models/{out['model']}/activate")
+    assert act.status_code == 200, act.text
+    assert active_model_name(ReviewDB(db_path), tenant, "default") == out["model"]
+    assert api.post("/v1/calibration/models/nope/activate").status_code == 404
+    rep = api.get("/v1/calibration/report").json()
+    assert rep["model"]["name"] == out["model"]
+    svg = api.get("/v1/calibration/report.svg")
+    assert svg.status_code == 200 and svg.headers["content-type"].startswith("image/svg+xml")
+    assert svg.text.startswith("<svg") and "<polyline" in svg.text

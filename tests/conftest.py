@@ -41,14 +41,23 @@ def sn12_index(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> No
 
 
 @pytest.fixture(scope="session")
-def test_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+def test_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
     """Settings for tests: Redis db 15, a queue of this session's own, callbacks retried quickly."""
     base = get_settings()
-    return replace(
+    settings = replace(
         base,
         redis=replace(base.redis, url=TEST_REDIS_URL, queue_name=f"trisk:test:{uuid.uuid4().hex[:8]}:queue"),
         jobs=replace(base.jobs, callback_max_tries=2, callback_backoff_seconds=0.05),
     )
+    yield settings
+    # jobs left on this session's queue (e.g. from fuzzing) would never run: drop them with the queue
+    import redis
+
+    r = redis.Redis.from_url(TEST_REDIS_URL)
+    queue = settings.redis.queue_name
+    for job_id in r.zrange(queue, 0, -1):
+        r.delete(b"arq:job:" + job_id)
+    r.delete(queue)
 
 
 @pytest.fixture()

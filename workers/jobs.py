@@ -5,6 +5,7 @@ only does what is missing, so at-least-once delivery never double-counts."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from typing import Any
@@ -32,15 +33,45 @@ NO_PROVIDER = "no LLM provider configured"
 # ------------------------------------------------------------------------------------------------------ lifecycle
 
 
-def _open_embedder(settings: Settings, redis: Redis) -> tuple[Any, dict[str, Any], str | None]:
+def _open_embedder(settings: Settings, backend: str) -> tuple[Any, dict[str, Any], str | None]:
+    """An embedder with its cache, its signature, and the reason it is unavailable (None when it works)."""
     try:
         from service.core.embeddings import open_embedder
 
-        embedder = open_embedder(settings.embedding, redis_url=settings.redis.url)
+        emb_settings = dataclasses.replace(settings.embedding, backend=backend)
+        embedder = open_embedder(emb_settings, redis_url=settings.redis.url)
         return embedder, dict(embedder.signature), None
-    except Exception as exc:  # signals that need embeddings read skipped with this reason
-        logger.error("no embedding backend: %s", exc)
-        return None, {"backend": settings.embedding.backend, "error": str(exc)}, f"embedding backend unavailable: {exc}"
+    except Exception as exc:  # signals that need it read skipped with this reason
+        logger.error("no %s embedding backend: %s", backend, exc)
+        return None, {"backend": backend, "error": str(exc)}, f"embedding backend {backend} unavailable: {exc}"
+
+
+class _Embedders:
+    """The peer encoder (opened at start) and the multilingual source encoder (opened on first use)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        peer_backend = settings.embedding.peer_backend
+        self.same = peer_backend in ("same", settings.embedding.backend)
+        self.peer, self.peer_signature, self.peer_error = _open_embedder(
+            settings, settings.embedding.backend if self.same else peer_backend
+        )
+        self._source: Any = self.peer if self.same else None
+        self.source_signature: dict[str, Any] | None = self.peer_signature if self.same else None
+        self.source_error: str | None = None
+
+    def source(self) -> Any:
+        if self._source is None and self.source_error is None:
+            self._source, self.source_signature, self.source_error = _open_embedder(
+                self.settings, self.settings.embedding.backend
+            )
+        return self._source
+
+    def signature(self, used_source: bool) -> dict[str, Any]:
+        sig: dict[str, Any] = {"peer": self.peer_signature}
+        if used_source:
+            sig["source"] = self.source_signature
+        return sig
 
 
 async def startup(ctx: dict[str, Any]) -> None:
@@ -53,13 +84,15 @@ async def startup(ctx: dict[str, Any]) -> None:
     ctx["redis_client"] = redis
     ctx["store"] = Store(redis, retention_seconds=settings.redis.retention_seconds)
     ctx["registry"] = RiskRegistry.load(settings.risk.models_dir)
-    ctx["embedder"], ctx["embedder_signature"], ctx["embedder_error"] = _open_embedder(settings, redis)
+    ctx["embedders"] = _Embedders(settings)
     ctx["length_models"] = {}
     ctx["critical"] = default_checker()
     ctx["llm"] = LLMClient.from_settings(settings.llm, cache=ResponseCache(redis)) if settings.llm.configured else None
     ctx["llm_panel"] = load_panel(settings.llm.panel)
     ctx["http"] = httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=3.0), follow_redirects=False)
-    logger.info("worker ready: embedding %s, LLM %s", ctx["embedder_signature"], "on" if ctx["llm"] else "off")
+    logger.info(
+        "worker ready: peer embedding %s, LLM %s", ctx["embedders"].peer_signature, "on" if ctx["llm"] else "off"
+    )
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:
@@ -120,6 +153,8 @@ async def assess_cheap(ctx: dict[str, Any], tenant: str, aid: str) -> str:
 
 def _run_cheap(ctx: dict[str, Any], state: AssessmentState) -> Any:
     req = state.meta.request
+    embedders: _Embedders = ctx["embedders"]
+    wants_source = "source_distance" in state.meta.checks
     part = cheap_tier(
         source_text=req.source.text,
         source_lang=req.source.lang,
@@ -127,17 +162,21 @@ def _run_cheap(ctx: dict[str, Any], state: AssessmentState) -> Any:
         candidates=req.candidates,
         checks=state.meta.checks,
         novelty=state.meta.novelty,
-        embedder=ctx["embedder"],
-        embedder_signature=ctx["embedder_signature"],
+        peer_embedder=embedders.peer,
+        source_embedder=embedders.source() if wants_source else None,
+        embedder_signature=embedders.signature(wants_source),
         length_model=_length_model(ctx, req.source.lang, req.target_lang),
         critical=ctx["critical"],
         registry=ctx["registry"],
     )
-    if ctx["embedder"] is None and ctx.get("embedder_error"):
-        for outcome in part.candidates.values():
-            for name, sig in list(outcome.signals.items()):
-                if isinstance(sig, SignalSkipped) and "embedding" in sig.reason:
-                    outcome.signals[name] = SignalSkipped(reason=ctx["embedder_error"])
+    for outcome in part.candidates.values():  # say why an encoder was missing, not just that it was
+        for name, error in (
+            ("peer_centroid_distance", embedders.peer_error),
+            ("source_distance", embedders.source_error),
+        ):
+            sig = outcome.signals.get(name)
+            if error and isinstance(sig, SignalSkipped) and "backend" in sig.reason:
+                outcome.signals[name] = SignalSkipped(reason=error)
     wanted_llm = [c for c in state.meta.checks if c in LLM_CHECKS]
     if wanted_llm and "llm" not in state.meta.parts:
         names = {"gemba": "gemba_mean_risk", "backtranslation": "backtranslation_chrf_risk"}

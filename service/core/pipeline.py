@@ -66,26 +66,33 @@ def cheap_tier(
     candidates: Sequence[CandidateIn],
     checks: Sequence[str],
     novelty: dict[str, Any],
-    embedder: Embedder | None,
+    peer_embedder: Embedder | None,
+    source_embedder: Embedder | None,
     embedder_signature: dict[str, Any],
     length_model: LengthModel | None,
     critical: CriticalLike | None,
     registry: RiskRegistry,
 ) -> CheapPart:
-    """Every cheap signal and hard flag for the candidates of one passage, plus their routing score."""
+    """Every cheap signal and hard flag for the candidates of one passage, plus their routing score.
+
+    Peer agreement uses ``peer_embedder`` (a target-language encoder); the source-candidate distance, only when
+    asked for, uses ``source_embedder`` (a multilingual encoder) on the source and every candidate.
+    """
     texts = [c.text for c in candidates]
-    src_emb = cand_emb = None
-    wants_emb = "embedding_distance" in checks or "peer_distance" in checks
-    if embedder is not None and wants_emb:
-        vecs = embedder.embed([source_text, *texts], kind="passage")
-        src_emb, cand_emb = vecs[0], vecs[1:]
+    peer_emb = src_emb = src_space = None
+    if peer_embedder is not None and "peer_distance" in checks and len(texts) > 1:
+        peer_emb = peer_embedder.embed(texts, kind="passage")
+    if source_embedder is not None and "source_distance" in checks:
+        vecs = source_embedder.embed([source_text, *texts], kind="passage")
+        src_emb, src_space = vecs[0], vecs[1:]
     computed = compute_signals(
         source_text,
         texts,
         source_lang=source_lang,
         target_lang=target_lang,
         source_embedding=src_emb,
-        candidate_embeddings=cand_emb,
+        candidate_embeddings=peer_emb,
+        source_space_embeddings=src_space,
         candidate_models=[c.model or "" for c in candidates],
         length_model=length_model if "length_ratio" in checks else None,
         novelty=_novelty_signal(novelty),
@@ -102,9 +109,10 @@ def cheap_tier(
         if reports is not None:
             signals.update(reports[i].signals)
             flags.extend(reports[i].flags)
-        if embedder is None and wants_emb:
-            for name in ("source_distance", "peer_centroid_distance"):
-                signals.setdefault(name, SignalSkipped(reason="no embedding backend available"))
+        if "peer_distance" in checks and peer_embedder is None:
+            signals["peer_centroid_distance"] = SignalSkipped(reason="no peer embedding backend available")
+        if "source_distance" in checks and source_embedder is None:
+            signals["source_distance"] = SignalSkipped(reason="no multilingual embedding backend available")
         outcomes[c.id] = CandidateOutcome(signals=signals, flags=flags)
         if routing_model is not None:
             routing[c.id] = score(routing_model, signals, flags, registry=registry).score

@@ -52,8 +52,10 @@ def test_assessment_lifecycle(client: Any, test_settings: Settings) -> None:
     by_id = {c["id"]: c for c in done["candidates"]}
     for cid in ("c0", "c1", "c2"):
         c = by_id[cid]
-        assert c["signals"]["source_distance"]["status"] == "value"
         assert c["signals"]["peer_centroid_distance"]["status"] == "value"
+        assert c["signals"]["peer_chrf_risk"]["status"] == "value"
+        # the multilingual source distance is opt-in (it costs an encoder pass per candidate)
+        assert c["signals"]["source_distance"]["status"] == "skipped"
         assert isinstance(c["risk"]["score"], float) and c["risk"]["rule"]
         assert c["budget"]["tier"] in {"top_1", "top_5", "top_10", "top_20", "rest"}
         assert 0 <= c["budget"]["percentile"] <= 100
@@ -64,7 +66,20 @@ def test_assessment_lifecycle(client: Any, test_settings: Settings) -> None:
     # LLM checks were asked for by default but no provider is configured here: visible skip, never a number
     assert by_id["c0"]["signals"]["gemba_mean_risk"] == {"status": "skipped", "reason": "no LLM provider configured"}
     sig = done["signature"]
-    assert sig["index"] and sig["embedding"]["model_id"] and sig["risk_models"]
+    assert sig["index"] and sig["embedding"]["peer"]["model_id"] and sig["risk_models"]
+    assert "source" not in sig["embedding"]
+
+
+def test_source_distance_on_request(client: Any, test_settings: Settings) -> None:
+    r = client.post("/v1/assessments", json=_assessment(GOOD, checks=["source_distance", "peer_distance"]))
+    aid = r.json()["id"]
+    run_worker_burst(test_settings)
+    done = client.get(f"/v1/assessments/{aid}").json()
+    assert done["checks"] == ["source_distance", "peer_distance"]
+    for c in done["candidates"]:
+        assert 0 <= c["signals"]["source_distance"]["value"] <= 2
+        assert "critical_score" not in c["signals"]  # not asked for
+    assert done["signature"]["embedding"]["source"]["model_id"].startswith("multilingual-e5-small")
 
 
 def test_single_candidate_skips_peer_signals(client: Any, test_settings: Settings) -> None:

@@ -12,7 +12,7 @@ import msgspec
 from service.app.novelty.services import check_text
 from service.app.resources import Resources
 from service.core.errors import InputError, NotReady, TriskError
-from service.core.records import ALL_CHECKS, LLM_CHECKS, AssessmentMeta, AssessmentRequest, BatchMeta
+from service.core.records import ALL_CHECKS, DEFAULT_CHECKS, LLM_CHECKS, AssessmentMeta, AssessmentRequest, BatchMeta
 from service.core.store import AssessmentState, Store
 from service.core.text import get_normaliser
 
@@ -52,7 +52,7 @@ def validate_request(resources: Resources, req: AssessmentRequest, where: str = 
             raise InputError(f"{at}candidates[{i}].id {c.id!r} is a duplicate; candidate ids must be unique")
         seen.add(c.id)
         check_text(c.text, field=f"{at}candidates[{i}].text", max_chars=limits.max_text_chars)
-    checks = list(ALL_CHECKS) if req.checks is None else list(dict.fromkeys(req.checks))
+    checks = list(DEFAULT_CHECKS) if req.checks is None else list(dict.fromkeys(req.checks))
     unknown = [c for c in checks if c not in ALL_CHECKS]
     if unknown:
         raise InputError(

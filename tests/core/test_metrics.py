@@ -1,0 +1,142 @@
+"""Detection metrics against hand-computed tables."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from service.core.metrics import (
+    auc,
+    budget_count,
+    budget_stats,
+    cohen_kappa,
+    precision_at_budget,
+    recall_at_budget,
+    spearman,
+    top_k_mask,
+    wilson_interval,
+)
+
+TOL = 1e-4
+
+
+@pytest.mark.parametrize(
+    ("scores", "labels", "expected"),
+    [
+        ([0.1, 0.4, 0.35, 0.8], [0, 0, 1, 1], 0.75),  # 3 of 4 positive-negative pairs ordered right
+        ([3, 2, 1], [1, 0, 0], 1.0),
+        ([1, 2, 3], [1, 0, 0], 0.0),
+        ([1, 1, 2, 2], [0, 1, 0, 1], 0.5),  # two tied pairs count 1/2 each: (0.5 + 0 + 1 + 0.5) / 4
+        ([5, 5, 5, 5], [1, 0, 1, 0], 0.5),  # all tied
+        ([0.9, 0.8, 0.7, 0.6, 0.5], [1, 0, 1, 0, 0], 5 / 6),
+        ([2, 1, 1, 0], [1, 1, 0, 0], 0.875),  # (1 + 1 + 0.5 + 1) / 4
+    ],
+)
+def test_auc_table(scores: list[float], labels: list[int], expected: float) -> None:
+    assert auc(scores, labels) == pytest.approx(expected, abs=TOL)
+
+
+@pytest.mark.parametrize("labels", [[0, 0, 0], [1, 1, 1]])
+def test_auc_undefined_with_one_class(labels: list[int]) -> None:
+    assert math.isnan(auc([1, 2, 3], labels))
+
+
+@pytest.mark.parametrize(
+    ("n", "budget", "expected"),
+    [
+        (7630, 0.2, 1526),
+        (7630, 0.01, 77),
+        (100, 0.01, 1),
+        (50, 0.01, 1),
+        (10, 0.15, 2),
+        (0, 0.2, 0),
+        (3, 1.0, 3),
+        (10, 0.0, 0),
+    ],
+)
+def test_budget_count(n: int, budget: float, expected: int) -> None:
+    assert budget_count(n, budget) == expected
+
+
+SCORES10 = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0]
+LABELS10 = [1, 0, 1, 0, 0, 0, 1, 0, 0, 0]
+
+
+@pytest.mark.parametrize(
+    ("budget", "recall", "precision"),
+    [(0.01, 1 / 3, 1.0), (0.1, 1 / 3, 1.0), (0.2, 1 / 3, 0.5), (0.3, 2 / 3, 2 / 3), (0.7, 1.0, 3 / 7), (1.0, 1.0, 0.3)],
+)
+def test_recall_precision_at_budget(budget: float, recall: float, precision: float) -> None:
+    assert recall_at_budget(SCORES10, LABELS10, budget) == pytest.approx(recall, abs=TOL)
+    assert precision_at_budget(SCORES10, LABELS10, budget) == pytest.approx(precision, abs=TOL)
+
+
+@pytest.mark.parametrize(
+    ("scores", "labels", "budget", "mask", "recall"),
+    [
+        # ties at the cut are broken by input order: the earlier item is reviewed first
+        ([1, 1, 1, 1], [0, 0, 0, 1], 0.25, [True, False, False, False], 0.0),
+        ([1, 1, 1, 1], [1, 0, 0, 0], 0.25, [True, False, False, False], 1.0),
+        ([0, 2, 2, 1], [0, 0, 1, 0], 0.25, [False, True, False, False], 0.0),
+        ([0, 2, 2, 1], [0, 0, 1, 0], 0.5, [False, True, True, False], 1.0),
+    ],
+)
+def test_ties_are_broken_by_input_order(
+    scores: list[float], labels: list[int], budget: float, mask: list[bool], recall: float
+) -> None:
+    assert top_k_mask(scores, budget).tolist() == mask
+    assert recall_at_budget(scores, labels, budget) == pytest.approx(recall, abs=TOL)
+
+
+@pytest.mark.parametrize(
+    ("k", "n", "lo", "hi"),
+    [(0, 10, 0.0, 0.27754), (5, 10, 0.23659, 0.76341), (10, 10, 0.72246, 1.0), (1, 1, 0.20654, 1.0)],
+)
+def test_wilson_interval(k: int, n: int, lo: float, hi: float) -> None:
+    got = wilson_interval(k, n)
+    assert got[0] == pytest.approx(lo, abs=TOL)
+    assert got[1] == pytest.approx(hi, abs=TOL)
+
+
+def test_wilson_interval_empty() -> None:
+    assert all(math.isnan(v) for v in wilson_interval(0, 0))
+
+
+def test_budget_stats_counts_and_intervals() -> None:
+    (st,) = budget_stats(SCORES10, LABELS10, (0.3,))
+    assert (st.reviewed, st.hits, st.positives) == (3, 2, 3)
+    assert st.recall == pytest.approx(2 / 3, abs=TOL)
+    assert st.precision_ci == pytest.approx(wilson_interval(2, 3), abs=TOL)
+
+
+@pytest.mark.parametrize(
+    ("x", "y", "expected"),
+    [
+        ([1, 2, 3], [10, 20, 30], 1.0),
+        ([1, 2, 3], [30, 20, 10], -1.0),
+        ([1, 2, 3, 4, 5], [5, 6, 7, 8, 7], 8 / math.sqrt(95)),  # y ranks 1, 2, 3.5, 5, 3.5
+        ([1, 2, 3, 4], [1, 3, 2, 4], 0.8),  # 1 - 6 * 2 / (4 * 15)
+    ],
+)
+def test_spearman_table(x: list[float], y: list[float], expected: float) -> None:
+    assert spearman(x, y) == pytest.approx(expected, abs=TOL)
+
+
+def test_spearman_constant_is_nan() -> None:
+    assert math.isnan(spearman([1, 2, 3], [4, 4, 4]))
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        ([1, 1, 0, 0, 1, 0, 1, 1, 0, 1], [1, 0, 0, 0, 1, 1, 1, 1, 0, 1], (0.8 - 0.52) / 0.48),
+        # the textbook 2x2 table [[20, 5], [10, 15]]: p_o = 0.7, p_e = 0.5
+        (["y"] * 20 + ["y"] * 5 + ["n"] * 10 + ["n"] * 15, ["y"] * 20 + ["n"] * 5 + ["y"] * 10 + ["n"] * 15, 0.4),
+        (["a", "b", "c"], ["a", "b", "c"], 1.0),
+        (["a", "b"], ["b", "a"], -1.0),
+        (["x", "x"], ["x", "x"], 1.0),
+    ],
+)
+def test_cohen_kappa_table(a: list[object], b: list[object], expected: float) -> None:
+    assert cohen_kappa(a, b) == pytest.approx(expected, abs=TOL)

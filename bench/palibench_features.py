@@ -279,9 +279,9 @@ def compute_features(
     """Run service.core.signals.compute_signals passage by passage, exactly as the service would.
 
     ``src_emb``/``cand_emb`` (e5) give source_distance and source_distance_peer_z. ``peer_emb`` (n_models, n, dim),
-    when given, is a second embedder's candidate vectors: compute_signals then runs a second time on them (without a
-    source vector) and every embedding-based peer signal (EMBEDDING_PEER_SIGNALS, hence also the batch-level
-    translator_peer_distance) is taken from that run.
+    when given, is the peer embedder's candidate vectors: they become compute_signals' ``candidate_embeddings`` (every
+    embedding-based peer signal, EMBEDDING_PEER_SIGNALS, hence also the batch-level translator_peer_distance) and
+    the e5 candidates its ``source_space_embeddings``, as service.core.pipeline.cheap_tier does with two encoders.
     """
     from service.core.signals import SIGNAL_NAMES, add_translator_signal, compute_signals, load_length_model
     from service.core.types import SignalValue
@@ -292,6 +292,7 @@ def compute_features(
     flags: list[list[list[dict[str, str]]]] = [[[] for _ in range(n_p)] for _ in range(n_m)]
     t0 = time.time()
     batch = []
+    peer_cands = peer_emb if peer_emb is not None else cand_emb
     for i in range(n_p):
         nov = None
         if novelty is not None and np.isfinite(novelty[i]):
@@ -303,24 +304,13 @@ def compute_features(
                 source_lang="pli",
                 target_lang="en",
                 source_embedding=None if src_emb is None else src_emb[i],
-                candidate_embeddings=None if cand_emb is None else cand_emb[:, i, :],
+                candidate_embeddings=peer_cands[:, i, :] if peer_cands is not None else None,
+                source_space_embeddings=None if peer_emb is None or cand_emb is None else cand_emb[:, i, :],
                 candidate_models=bench.models,
                 length_model=length_model,
                 novelty=nov,
             )
         )
-        if peer_emb is not None:
-            peer_run = compute_signals(
-                bench.sources[i],
-                [bench.translations[m][i] for m in range(n_m)],
-                source_lang="pli",
-                target_lang="en",
-                candidate_embeddings=peer_emb[:, i, :],
-                candidate_models=bench.models,
-            )
-            for cs, ps in zip(batch[-1], peer_run, strict=True):
-                for name in EMBEDDING_PEER_SIGNALS:
-                    cs.signals[name] = ps.signals[name]
         if i % 200 == 0:
             print(f"signals {i}/{n_p} in {time.time() - t0:.0f}s", flush=True)
     # the whole dev half is one batch: every translator is seen in 763 passages

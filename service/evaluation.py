@@ -110,7 +110,10 @@ class Stack:
         for _ in range(workers):
             self.procs.append(
                 subprocess.Popen(
-                    [sys.executable, "-m", "arq", "workers.settings.WorkerSettings"], env=full_env, stdout=log, stderr=log
+                    [sys.executable, "-m", "arq", "workers.settings.WorkerSettings"],
+                    env=full_env,
+                    stdout=log,
+                    stderr=log,
                 )
             )
         self.url = f"http://127.0.0.1:{self.port}"

@@ -16,7 +16,7 @@ from arq import Retry
 from redis.asyncio import Redis
 
 from service.core.errors import NotFound, TriskError, UpstreamError
-from service.core.pipeline import SeenScores, cheap_tier, final_part, final_risks
+from service.core.pipeline import SeenScores, check_embedding_models, cheap_tier, final_part, final_risks
 from service.core.records import LLM_CHECKS, CandidateOutcome, LLMPart
 from service.core.risk import RiskRegistry
 from service.core.settings import Settings, get_settings
@@ -85,6 +85,11 @@ async def startup(ctx: dict[str, Any]) -> None:
     ctx["store"] = Store(redis, retention_seconds=settings.redis.retention_seconds)
     ctx["registry"] = RiskRegistry.load(settings.risk.models_dir)
     ctx["embedders"] = _Embedders(settings)
+    check_embedding_models(
+        ctx["registry"],
+        [settings.risk.model, settings.risk.routing_model],
+        ctx["embedders"].peer_signature.get("model_id"),
+    )
     ctx["length_models"] = {}
     ctx["critical"] = default_checker()
     ctx["llm"] = LLMClient.from_settings(settings.llm, cache=ResponseCache(redis)) if settings.llm.configured else None
@@ -168,6 +173,7 @@ def _run_cheap(ctx: dict[str, Any], state: AssessmentState) -> Any:
         length_model=_length_model(ctx, req.source.lang, req.target_lang),
         critical=ctx["critical"],
         registry=ctx["registry"],
+        routing_model=ctx["settings"].risk.routing_model,
     )
     for outcome in part.candidates.values():  # say why an encoder was missing, not just that it was
         for name, error in (

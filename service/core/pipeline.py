@@ -19,6 +19,7 @@ from service.core.types import Flag, SignalResult, SignalSkipped, SignalValue
 
 __all__ = [
     "Embedder",
+    "check_embedding_models",
     "SeenScores",
     "budget_of",
     "cheap_tier",
@@ -28,7 +29,7 @@ __all__ = [
 ]
 
 GEMBA_SIGNAL = "gemba_mean_risk"
-ROUTING_MODEL = "routing-paper-v1"
+ROUTING_MODEL = "routing"  # alias of the research's routing rule fitted for the running peer encoder
 
 
 class Embedder(Protocol):
@@ -72,6 +73,7 @@ def cheap_tier(
     length_model: LengthModel | None,
     critical: CriticalLike | None,
     registry: RiskRegistry,
+    routing_model: str = ROUTING_MODEL,
 ) -> CheapPart:
     """Every cheap signal and hard flag for the candidates of one passage, plus their routing score.
 
@@ -102,7 +104,7 @@ def cheap_tier(
         reports = critical.check_passage(source_text, texts, src_lang=source_lang, tgt_lang=target_lang)
     outcomes: dict[str, CandidateOutcome] = {}
     routing: dict[str, float] = {}
-    routing_model = _maybe(registry, ROUTING_MODEL)
+    router = _maybe(registry, routing_model)
     for i, c in enumerate(candidates):
         signals: dict[str, SignalResult] = dict(computed[i].signals)
         flags: list[Flag] = list(computed[i].flags) if "hard_flags" in checks else []
@@ -114,8 +116,8 @@ def cheap_tier(
         if "source_distance" in checks and source_embedder is None:
             signals["source_distance"] = SignalSkipped(reason="no multilingual embedding backend available")
         outcomes[c.id] = CandidateOutcome(signals=signals, flags=flags)
-        if routing_model is not None:
-            routing[c.id] = score(routing_model, signals, flags, registry=registry).score
+        if router is not None:
+            routing[c.id] = score(router, signals, flags, registry=registry).score
     signature: dict[str, object] = {
         "embedding": embedder_signature,
         "critical": None if critical is None else critical.signature,
@@ -123,7 +125,24 @@ def cheap_tier(
         if length_model is None
         else f"{length_model.source_lang}-{length_model.target_lang}@{length_model.version}",
     }
+    if router is not None:
+        signature["routing_model"] = router.rule
     return CheapPart(finished_at=time.time(), candidates=outcomes, signature=signature, routing=routing)
+
+
+def check_embedding_models(registry: RiskRegistry, names: Sequence[str], peer_model_id: str | None) -> None:
+    """Refuse to start with a risk model whose z-statistics come from another peer encoder than the running one:
+    distances of two encoders live on different scales, and every score and budget tier would be wrong."""
+    for name in names:
+        model = _maybe(registry, name)
+        if model is None or model.embedding_model is None:
+            continue
+        if model.embedding_model != peer_model_id:
+            raise RuntimeError(
+                f"risk model {model.rule} (from {name!r}) was fitted on {model.embedding_model} embeddings but the "
+                f"peer encoder is {peer_model_id}; pick a model fitted for this encoder (TRISK_RISK_MODEL, "
+                "TRISK_ROUTING_MODEL) or the encoder the model needs (TRISK_PEER_EMBEDDING_BACKEND)"
+            )
 
 
 def tier_of(percentile: float) -> str:
@@ -221,7 +240,7 @@ def final_part(
         forced = result.forced_by_flag is not None
         rows[c.id] = {
             "risk": _risk_dict(result),
-            "routing": {"rule": ROUTING_MODEL, "score": round(cheap.routing[c.id], 6)}
+            "routing": {"rule": cheap.signature.get("routing_model"), "score": round(cheap.routing[c.id], 6)}
             if c.id in cheap.routing
             else None,
             "flags": msgspec.to_builtins(flags),

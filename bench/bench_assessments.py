@@ -71,8 +71,9 @@ def main() -> None:
             # throughput: one batch, from submission until every assessment is done
             body = "\n".join(json.dumps(i, ensure_ascii=False) for i in items).encode()
             t0 = time.perf_counter()
-            bid = client.post("/v1/batches/ndjson", content=body,
-                              headers={"content-type": "application/x-ndjson"}).json()["id"]
+            bid = client.post(
+                "/v1/batches/ndjson", content=body, headers={"content-type": "application/x-ndjson"}
+            ).json()["id"]
             lat = None
             while True:
                 prog = client.get(f"/v1/batches/{bid}").json()
@@ -84,13 +85,17 @@ def main() -> None:
                 time.sleep(0.5)
             secs = time.perf_counter() - t0
             failed = prog["counts"]["failed"]
-        print(f"cheap tier end to end: {n_cands} candidates ({len(items)} passages) in {secs:.1f} s = "
-              f"{n_cands / secs:.1f} candidates/s (target >= 20), {failed} failed; workers={args.workers} "
-              f"(includes the {int(args.rate * args.seconds)} extra assessments posted for the latency test)")
+        print(
+            f"cheap tier end to end: {n_cands} candidates ({len(items)} passages) in {secs:.1f} s = "
+            f"{n_cands / secs:.1f} candidates/s (target >= 20), {failed} failed; workers={args.workers} "
+            f"(includes the {int(args.rate * args.seconds)} extra assessments posted for the latency test)"
+        )
         if lat is not None:
             p50, p99 = np.percentile(lat, 50), np.percentile(lat, 99)
-            print(f"POST /v1/assessments at {args.rate:.0f}/s for {args.seconds:.0f} s while workers run: "
-                  f"p50 {p50:.1f} ms, p99 {p99:.1f} ms (target < 50), max {lat.max():.1f} ms, n={lat.size}")
+            print(
+                f"POST /v1/assessments at {args.rate:.0f}/s for {args.seconds:.0f} s while workers run: "
+                f"p50 {p50:.1f} ms, p99 {p99:.1f} ms (target < 50), max {lat.max():.1f} ms, n={lat.size}"
+            )
     finally:
         stack.close()
 

@@ -72,9 +72,18 @@ class Assessor:
             self._nov[source] = _novelty(self.index, source)
         cins = [CandidateIn(id=cid, text=text, model=cid) for cid, text in cands]
         part = cheap_tier(
-            source_text=source, source_lang="pli", target_lang="en", candidates=cins, checks=DEFAULT_CHECKS,
-            novelty=self._nov[source], peer_embedder=self.peer, source_embedder=None,
-            embedder_signature={}, length_model=self.length, critical=self.critical, registry=self.registry,
+            source_text=source,
+            source_lang="pli",
+            target_lang="en",
+            candidates=cins,
+            checks=DEFAULT_CHECKS,
+            novelty=self._nov[source],
+            peer_embedder=self.peer,
+            source_embedder=None,
+            embedder_signature={},
+            length_model=self.length,
+            critical=self.critical,
+            registry=self.registry,
         )
         risks = final_risks(cins, part, None, self.registry, self.model)
         out: dict[str, dict[str, float]] = {}
@@ -88,8 +97,11 @@ class Assessor:
 
 
 def _table(title: str, pos: dict[str, dict[str, list[float]]], neg: dict[str, list[float]]) -> list[str]:
-    lines = [title, f"{'error type':15s} {'signal':26s} {'n':>4s} {'AUC':>6s} " + " ".join(
-        f"{'R@' + str(int(b * 100)) + '%':>6s}" for b in BUDGETS)]
+    lines = [
+        title,
+        f"{'error type':15s} {'signal':26s} {'n':>4s} {'AUC':>6s} "
+        + " ".join(f"{'R@' + str(int(b * 100)) + '%':>6s}" for b in BUDGETS),
+    ]
     for etype in sorted(pos):
         names = sorted(pos[etype], key=lambda s: (s != RISK, s))
         for name in names:
@@ -142,14 +154,18 @@ def main() -> None:
             for k, v in sig.items():
                 bucket[k].append(v)
 
-    out = [f"{len(items)} injected errors, {len(untouched)} untouched candidates; risk model {args.model}; "
-           f"{time.perf_counter() - t0:.0f} s"]
+    out = [
+        f"{len(items)} injected errors, {len(untouched)} untouched candidates; risk model {args.model}; "
+        f"{time.perf_counter() - t0:.0f} s"
+    ]
     out += _table("\n== with nine peers", pos["peers"], neg["peers"])
     out += _table("\n== alone (no peers)", pos["alone"], neg["alone"])
     threshold = float(np.quantile(neg["peers"][RISK], 0.90))
     caught = [v >= threshold for etype in pos["peers"].values() for v in etype[RISK]]
-    out.append(f"\nall injected errors in the top 10% of the untouched risk distribution (nine peers): "
-               f"{np.mean(caught):.3f} (target >= 0.70)")
+    out.append(
+        f"\nall injected errors in the top 10% of the untouched risk distribution (nine peers): "
+        f"{np.mean(caught):.3f} (target >= 0.70)"
+    )
     # PaliBench outlier AUC of the same risk score on the untouched candidates
     labels, scores = [], []
     for f in (SHARED_DIR / "palibench-dev" / "per_passage_scores").glob("*_per_passage_scores.json"):
@@ -159,8 +175,10 @@ def main() -> None:
             if sig is not None and math.isfinite(sig[RISK]):
                 labels.append(r["normalized_drift"] > OUTLIER_DRIFT)
                 scores.append(sig[RISK])
-    out.append(f"PaliBench outlier AUC of the same risk score: {auc(scores, labels):.3f}, "
-               f"R@20% {recall_at_budget(scores, labels, 0.2):.3f} (n={len(scores)})")
+    out.append(
+        f"PaliBench outlier AUC of the same risk score: {auc(scores, labels):.3f}, "
+        f"R@20% {recall_at_budget(scores, labels, 0.2):.3f} (n={len(scores)})"
+    )
     print("\n".join(out))
 
 

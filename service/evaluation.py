@@ -149,23 +149,31 @@ def evaluate(bench: Benchmark, url: str, checks: list[str] | None, poll: float =
 
     lines = []
     for p in bench.passages:
-        item: dict[str, Any] = {"source": {"text": p["source"], "lang": "pli", "ref": p["id"]},
-                                "candidates": p["candidates"]}
+        item: dict[str, Any] = {
+            "source": {"text": p["source"], "lang": "pli", "ref": p["id"]},
+            "candidates": p["candidates"],
+        }
         if checks:
             item["checks"] = checks
         lines.append(json.dumps(item, ensure_ascii=False))
     with httpx.Client(base_url=url, timeout=120) as client:
         wait_ready(client)
-        r = client.post("/v1/batches/ndjson", content="\n".join(lines).encode(),
-                        headers={"content-type": "application/x-ndjson"})
+        r = client.post(
+            "/v1/batches/ndjson", content="\n".join(lines).encode(), headers={"content-type": "application/x-ndjson"}
+        )
         r.raise_for_status()
         bid = r.json()["id"]
         t0 = time.time()
         while True:
             prog = client.get(f"/v1/batches/{bid}").json()
             c = prog["counts"]
-            print(f"\r{time.time() - t0:6.0f}s  done {c['done']}/{prog['total']}  failed {c['failed']}  "
-                  f"running {c['running']}", end="", file=sys.stderr, flush=True)
+            print(
+                f"\r{time.time() - t0:6.0f}s  done {c['done']}/{prog['total']}  failed {c['failed']}  "
+                f"running {c['running']}",
+                end="",
+                file=sys.stderr,
+                flush=True,
+            )
             if prog["status"] == "done":
                 break
             time.sleep(poll)
@@ -197,9 +205,11 @@ def report(bench: Benchmark, results: list[dict[str, Any]]) -> str:
                 if sig.get("status") == "value":
                     columns.setdefault(name, []).append((float(sig["value"]), y, comet))
     out = [f"{len(results)} passages; outlier = normalized_drift > {OUTLIER_DRIFT}"]
-    head = f"{'signal':34s} {'n':>5s} {'pos':>4s} {'AUC':>6s} " + " ".join(
-        f"{'R@' + str(int(b * 100)) + '%':>17s} {'P@' + str(int(b * 100)) + '%':>17s}" for b in BUDGETS
-    ) + f" {'rho(-comet)':>11s}"
+    head = (
+        f"{'signal':34s} {'n':>5s} {'pos':>4s} {'AUC':>6s} "
+        + " ".join(f"{'R@' + str(int(b * 100)) + '%':>17s} {'P@' + str(int(b * 100)) + '%':>17s}" for b in BUDGETS)
+        + f" {'rho(-comet)':>11s}"
+    )
     out.append(head)
     for name in sorted(columns, key=lambda k: (not k.startswith("risk"), k)):
         arr = np.array(columns[name], dtype=float)
@@ -213,13 +223,22 @@ def report(bench: Benchmark, results: list[dict[str, Any]]) -> str:
             f"{b.precision:5.3f} [{b.precision_ci[0]:.2f},{b.precision_ci[1]:.2f}]"
             for b in stats
         )
-        out.append(f"{name[:34]:34s} {len(s):5d} {int(y.sum()):4d} {auc(s, y):6.3f} {cells} "
-                   f"{spearman(s, -comet):11.3f}")
+        out.append(
+            f"{name[:34]:34s} {len(s):5d} {int(y.sum()):4d} {auc(s, y):6.3f} {cells} {spearman(s, -comet):11.3f}"
+        )
     return "\n".join(out)
 
 
-def run(folder: str, bilara_root: str, url: str | None, redis_url: str | None, workers: int, limit: int | None,
-        checks: list[str] | None, out_json: str | None) -> str:
+def run(
+    folder: str,
+    bilara_root: str,
+    url: str | None,
+    redis_url: str | None,
+    workers: int,
+    limit: int | None,
+    checks: list[str] | None,
+    out_json: str | None,
+) -> str:
     bench = load_benchmark(folder, bilara_root, limit)
     stack = None
     if url is None:
@@ -235,5 +254,7 @@ def run(folder: str, bilara_root: str, url: str | None, redis_url: str | None, w
     n_cands = sum(len(r["candidates"]) for r in results)
     if out_json:
         Path(out_json).write_text(json.dumps(results), encoding="utf-8")
-    return (report(bench, results) + f"\n\n{n_cands} candidates end to end in {elapsed:.0f} s "
-            f"({n_cands / max(elapsed, 1e-9):.1f} candidates/s)")
+    return (
+        report(bench, results) + f"\n\n{n_cands} candidates end to end in {elapsed:.0f} s "
+        f"({n_cands / max(elapsed, 1e-9):.1f} candidates/s)"
+    )

@@ -16,7 +16,7 @@ from arq import Retry
 from redis.asyncio import Redis
 
 from service.core.errors import NotFound, TriskError, UpstreamError
-from service.core.pipeline import SeenScores, check_embedding_models, cheap_tier, final_part, final_risks
+from service.core.pipeline import SeenScores, cheap_tier, check_embedding_models, final_part, final_risks
 from service.core.records import LLM_CHECKS, CandidateOutcome, LLMPart
 from service.core.risk import RiskRegistry
 from service.core.settings import Settings, get_settings

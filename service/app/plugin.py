@@ -20,9 +20,9 @@ from service.app.batches.controllers import BatchController
 from service.app.calibration.controllers import CalibrationController
 from service.app.health.controllers import HealthController
 from service.app.novelty.controllers import NoveltyController
-from service.app.review.controllers import AdjudicationController, ReviewController
 from service.app.problems import exception_handlers
 from service.app.resources import Resources, load_indexes, open_queue
+from service.app.review.controllers import AdjudicationController, ReviewController
 from service.core.settings import Settings
 
 __all__ = ["TriskPlugin"]

@@ -19,10 +19,10 @@ from service.core.types import Flag, SignalResult, SignalSkipped, SignalValue
 
 __all__ = [
     "Embedder",
-    "check_embedding_models",
     "SeenScores",
     "budget_of",
     "cheap_tier",
+    "check_embedding_models",
     "final_part",
     "final_risks",
     "tier_of",

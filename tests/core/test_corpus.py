@@ -70,8 +70,14 @@ def test_load_bilara_joins_in_segment_order(tmp_path: Path) -> None:
 
 
 def _p(pid: str, text: str, translation: str | None, covered: int | None, segments: int = 1) -> Passage:
-    return Passage(id=pid, text=text, lang="pli", segments=[f"s{i}" for i in range(segments)],
-                   translation=translation, translated_segments=covered)
+    return Passage(
+        id=pid,
+        text=text,
+        lang="pli",
+        segments=[f"s{i}" for i in range(segments)],
+        translation=translation,
+        translated_segments=covered,
+    )
 
 
 def test_filters_and_profile_counts() -> None:
@@ -84,10 +90,19 @@ def test_filters_and_profile_counts() -> None:
         _p("none", long_text, "", 0),
     ]
     reasons, profile = apply_filters(passages, FilterRules())
-    assert reasons == [[], ["too_few_content_tokens"], ["incomplete_translation"], ["char_ratio_out_of_bounds"],
-                       ["no_translation"]]
-    assert profile.removed == {"no_translation": 1, "too_few_content_tokens": 1, "incomplete_translation": 1,
-                               "char_ratio_out_of_bounds": 1}
+    assert reasons == [
+        [],
+        ["too_few_content_tokens"],
+        ["incomplete_translation"],
+        ["char_ratio_out_of_bounds"],
+        ["no_translation"],
+    ]
+    assert profile.removed == {
+        "no_translation": 1,
+        "too_few_content_tokens": 1,
+        "incomplete_translation": 1,
+        "char_ratio_out_of_bounds": 1,
+    }
     assert profile.kept == 1
     assert "kept" in profile.table()
 
@@ -100,5 +115,5 @@ def test_load_jsonl(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="duplicate"):
         load_jsonl(path)
     path.write_text('{"id": "a"}\n')
-    with pytest.raises(InputError, match="line|:1"):
+    with pytest.raises(InputError, match=r"line|:1"):
         load_jsonl(path)

@@ -8,6 +8,7 @@ import asyncio
 import dataclasses
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -93,7 +94,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     ctx["length_models"] = {}
     ctx["critical"] = default_checker()
     ctx["llm"] = LLMClient.from_settings(settings.llm, cache=ResponseCache(redis)) if settings.llm.configured else None
-    ctx["llm_panel"] = load_panel(settings.llm.panel)
+    ctx["llm_panel"] = load_panel(settings.llm.panel, panels_dir=Path(settings.risk.models_dir) / "panels")
     ctx["http"] = httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=3.0), follow_redirects=False)
     logger.info(
         "worker ready: peer embedding %s, LLM %s", ctx["embedders"].peer_signature, "on" if ctx["llm"] else "off"

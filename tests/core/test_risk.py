@@ -219,6 +219,9 @@ def test_shipped_models_load_and_are_consistent() -> None:
     paper = registry.get("routing-paper-v1")
     assert {s.name: s.weight for s in paper.signals} == {"novelty": 0.7, "peer_centroid_distance": 0.3}
     for model in registry.models.values():
+        if model.name == "gemba-mean-risk":  # not fitted (no LLM provider for the dev half): no reference scores
+            assert model.reference is None and "no reference" in str(model.fit["selection"])
+            continue
         assert model.reference is not None and len(model.reference.quantiles) == 1001
         assert model.reference.quantiles == sorted(model.reference.quantiles)
         uses_embeddings = any(s.name in EMBEDDING_SIGNALS for s in model.signals)
@@ -247,6 +250,8 @@ def test_shipped_models_name_their_embedder() -> None:
         assert hashlib.sha256(packaged[0].read_bytes()).hexdigest()[:12] == digest
     for model in registry.models.values():
         fit = model.fit
+        if model.name == "gemba-mean-risk":
+            continue
         assert {"cv", "in_sample"} <= set(fit), model.name
         if not model.name.startswith("routing-paper"):
             assert "nested_cv" in fit, model.name

@@ -19,6 +19,8 @@ from service.core.settings import SHARED_DIR, Settings, get_settings
 os.environ.setdefault("TRISK_DB_PATH", os.path.join(tempfile.mkdtemp(prefix="trisk-test-"), "trisk.db"))
 
 TEST_REDIS_URL = os.environ.get("TRISK_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+# API tests run as a tenant of their own, so nothing they write mixes with another run's data; removed at the end
+TEST_TENANT = f"test-{uuid.uuid4().hex[:10]}"
 BILARA = SHARED_DIR / "corpus" / "bilara"
 PALIBENCH = SHARED_DIR / "palibench-dev"
 
@@ -58,15 +60,29 @@ def test_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings
     for job_id in r.zrange(queue, 0, -1):
         r.delete(b"arq:job:" + job_id)
     r.delete(queue)
+    for key in r.scan_iter(match=f"trisk:t:{TEST_TENANT}:*", count=1000):
+        r.delete(key)
+
+
+def as_test_tenant(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every controller that asks who the caller is gets the test tenant."""
+    import service.app.assessments.controllers as a
+    import service.app.batches.controllers as b
+    import service.app.calibration.controllers as c
+    import service.app.review.controllers as r
+
+    for module in (a, b, c, r):
+        monkeypatch.setattr(module, "current_tenant", lambda request: TEST_TENANT)
 
 
 @pytest.fixture()
-def client(sn12_index: NoveltyIndex, test_settings: Settings) -> Iterator[object]:
+def client(sn12_index: NoveltyIndex, test_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     from litestar.testing import TestClient
 
     from service.app import create_app
     from service.app.resources import Resources
 
+    as_test_tenant(monkeypatch)
     resources = Resources(settings=test_settings, indexes={"pli": sn12_index})
     with TestClient(app=create_app(test_settings, resources=resources)) as tc:
         yield tc

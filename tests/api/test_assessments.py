@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from service.core.settings import Settings
-from tests.conftest import TEST_REDIS_URL
+from tests.conftest import TEST_REDIS_URL, TEST_TENANT
 from tests.worker_support import run_worker_burst
 
 SOURCE = "Sattaratanasampannā, Tīsu sikkhāsu sikkhitā; Anuvicaranti mahāvīrā, Pahīnabhayabheravā."
@@ -31,7 +31,7 @@ def _assessment(cands: list[str], **extra: Any) -> dict[str, Any]:
 
 
 def _keys() -> int:
-    return len(redis.Redis.from_url(TEST_REDIS_URL).keys("trisk:t:default:a:*"))
+    return len(redis.Redis.from_url(TEST_REDIS_URL).keys(f"trisk:t:{TEST_TENANT}:a:*"))
 
 
 def test_assessment_lifecycle(client: Any, test_settings: Settings) -> None:
@@ -68,6 +68,13 @@ def test_assessment_lifecycle(client: Any, test_settings: Settings) -> None:
     sig = done["signature"]
     assert sig["index"] and sig["embedding"]["peer"]["model_id"] and sig["risk_models"]
     assert "source" not in sig["embedding"]
+    # the finished assessment reaches the review queue, the hard-flagged copy first
+    page = client.get("/v1/review/queue", params={"scope": "all", "status": "any", "limit": 200}).json()
+    mine = [i for i in page["items"] if i["assessment_id"] == body["id"]]
+    assert {i["candidate_id"] for i in mine} == {"c0", "c1", "c2", "c3"}
+    assert next(i for i in mine if i["candidate_id"] == "c3")["forced"] is True
+    claim = client.post("/v1/review/claims", json={"reviewer": "ana", "n": 1})
+    assert claim.status_code == 201 and len(claim.json()["items"]) == 1
 
 
 def test_source_distance_on_request(client: Any, test_settings: Settings) -> None:

@@ -4,6 +4,7 @@ risk. Checks what ran, what it cost, that judge scores are the judges' own, and 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -16,6 +17,7 @@ from service.app import create_app
 from service.app.resources import Resources
 from service.core.novelty import NoveltyIndex
 from service.core.settings import REPO_ROOT, LLMSettings, Settings
+from tests.conftest import as_test_tenant
 from tests.fakes.openai_server import FakeOpenAIServer, openai_server  # noqa: F401
 from tests.worker_support import run_worker_burst
 
@@ -53,7 +55,8 @@ def llm_settings(test_settings: Settings, tmp_path: Path, openai_server: FakeOpe
 
 
 @pytest.fixture()
-def llm_client(sn12_index: NoveltyIndex, llm_settings: Settings) -> Iterator[Any]:
+def llm_client(sn12_index: NoveltyIndex, llm_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    as_test_tenant(monkeypatch)
     app = create_app(llm_settings, resources=Resources(settings=llm_settings, indexes={"pli": sn12_index}))
     with TestClient(app=app) as tc:
         yield tc
@@ -66,7 +69,8 @@ def test_cascade_judges_the_riskiest_and_reports_cost(
 ) -> None:
     openai_server.reset()
     body = {
-        "source": {"text": SOURCE, "lang": "pli"},
+        # a fresh source each run: the judges' answers are cached in Redis by prompt, across runs too
+        "source": {"text": f"{SOURCE} {uuid.uuid4().hex}", "lang": "pli"},
         "candidates": [{"id": f"c{i}", "text": t, "model": "vendor/model"} for i, t in enumerate(CANDIDATES)],
         "checks": ["peer_distance", "hard_flags", "gemba"],
         "review_budget": 0.4,
@@ -93,3 +97,12 @@ def test_cascade_judges_the_riskiest_and_reports_cost(
         assert not c["risk"]["rule"].startswith("gemba")
     assert done["llm"]["cost"]["calls"] == len(openai_server.requests) == 6  # 3 judges x 2 candidates
     assert done["signature"]["llm"]["gemba_prompt"]["hash"]
+
+    # the same request again costs no upstream call: every answer comes from the response cache
+    again = llm_client.post("/v1/assessments", json=body).json()["id"]
+    run_worker_burst(llm_settings)
+    second = llm_client.get(f"/v1/assessments/{again}").json()
+    assert second["llm"]["cost"]["calls"] == 0 and second["llm"]["cost"]["cache_hits"] == 6
+    assert len(openai_server.requests) == 6
+    first_scores = {c["id"]: c["risk"]["score"] for c in done["candidates"]}
+    assert {c["id"]: c["risk"]["score"] for c in second["candidates"]} == first_scores

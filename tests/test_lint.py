@@ -1,0 +1,28 @@
+"""The codebase keeps its own rules: ruff (line length 120) everywhere, mypy clean on service/."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_ruff() -> None:
+    res = _run("ruff", "check", "service", "workers", "bench", "tests")
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_ruff_format() -> None:
+    res = _run("ruff", "format", "--check", "service", "workers", "bench", "tests")
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_mypy() -> None:
+    res = _run("mypy", "--cache-dir", str(ROOT / ".mypy_cache"))
+    assert res.returncode == 0, res.stdout + res.stderr

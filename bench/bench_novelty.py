@@ -8,11 +8,9 @@ against the exact top-5 cosine, artifact load time and memory, and HTTP latency 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import resource
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 from service.core.corpus import load_bilara  # noqa: E402
 from service.core.novelty import NoveltyIndex, build_index  # noqa: E402
 from service.core.settings import SHARED_DIR, get_settings  # noqa: E402
+from service.evaluation import free_port, load_benchmark  # noqa: E402
 
 BILARA = SHARED_DIR / "corpus" / "bilara"
 SUJATO = BILARA / "translation" / "en" / "sujato"
@@ -95,20 +94,9 @@ def bench_load(path: Path) -> None:
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def dev_passages() -> list[str]:
-    manifest = SHARED_DIR / "palibench-dev" / "passage_manifest.csv"
-    rows = list(csv.DictReader(manifest.open(encoding="utf-8")))
-    root = BILARA / "root" / "pli" / "ms" / "sutta"
-    texts: dict[str, str] = {}
-    for f in root.rglob("*_root-pli-ms.json"):
-        texts.update(json.loads(f.read_text(encoding="utf-8")))
-    return [" ".join(texts[s].strip() for s in r["segments"].split() if s in texts) for r in rows]
+    bench = load_benchmark(SHARED_DIR / "palibench-dev", BILARA / "root" / "pli" / "ms")
+    return [p["source"] for p in bench.passages]
 
 
 def bench_latency(index_path: Path, url: str | None, rounds: int) -> None:
@@ -116,7 +104,7 @@ def bench_latency(index_path: Path, url: str | None, rounds: int) -> None:
 
     proc = None
     if url is None:
-        port = _free_port()
+        port = free_port()
         env = {**os.environ, "TRISK_INDEX_PATH": str(index_path)}
         proc = subprocess.Popen(
             [sys.executable, "-m", "service.cli", "serve", "--port", str(port)],

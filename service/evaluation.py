@@ -22,7 +22,7 @@ import numpy as np
 
 from service.core.metrics import auc, budget_stats, spearman
 
-__all__ = ["Benchmark", "Stack", "evaluate", "load_benchmark", "report", "wait_ready"]
+__all__ = ["Benchmark", "Stack", "evaluate", "free_port", "load_benchmark", "report", "wait_ready"]
 
 OUTLIER_DRIFT = 2.0
 BUDGETS = (0.05, 0.10, 0.20)
@@ -73,7 +73,7 @@ def load_benchmark(folder: str | Path, bilara_root: str | Path, limit: int | Non
     return Benchmark(passages=passages, labels=labels)
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -87,7 +87,7 @@ class Stack:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.redis_proc: subprocess.Popen[bytes] | None = None
         if redis_url is None:
-            rport = _free_port()
+            rport = free_port()
             self.redis_proc = subprocess.Popen(
                 ["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
                 stdout=subprocess.DEVNULL,
@@ -96,7 +96,7 @@ class Stack:
             redis_url = f"redis://127.0.0.1:{rport}/0"
             time.sleep(0.3)
         self.redis_url = redis_url
-        self.port = _free_port()
+        self.port = free_port()
         full_env = {**os.environ, "REDIS_URL": redis_url, "TRISK_QUEUE_NAME": f"trisk:eval:{self.port}", **(env or {})}
         log = subprocess.DEVNULL
         self.procs.append(

@@ -65,6 +65,7 @@ class Assessor:
         self.critical = default_checker()
         self.index = NoveltyIndex.load(settings.index.path)
         self._nov: dict[str, dict[str, Any]] = {}
+        self.last_flags: dict[str, list[str]] = {}  # candidate id -> "rule:severity" of the last call
 
     def __call__(self, source: str, cands: list[tuple[str, str]]) -> dict[str, dict[str, float]]:
         """candidate id -> {signal: value, "risk": ranking score} for one passage."""
@@ -87,6 +88,7 @@ class Assessor:
         )
         risks = final_risks(cins, part, None, self.registry, self.model)
         out: dict[str, dict[str, float]] = {}
+        self.last_flags = {c.id: [f"{f.rule}:{f.severity}" for f in risks[c.id][2]] for c in cins}
         for c in cins:
             sig = {k: v.value for k, v in part.candidates[c.id].signals.items() if isinstance(v, SignalValue)}
             _, res, _, _ = risks[c.id]
@@ -108,8 +110,9 @@ def _table(title: str, pos: dict[str, dict[str, list[float]]], neg: dict[str, li
             p, n = pos[etype][name], neg.get(name, [])
             if not p or not n:
                 continue
-            scores = np.array(p + n)
-            labels = np.array([1] * len(p) + [0] * len(n))
+            # negatives first: a tie between a positive and a negative is resolved against the signal
+            scores = np.array(n + p)
+            labels = np.array([0] * len(n) + [1] * len(p))
             cells = " ".join(f"{recall_at_budget(scores, labels, b):6.3f}" for b in BUDGETS)
             lines.append(f"{etype:15s} {name:26s} {len(p):4d} {auc(scores, labels):6.3f} {cells}")
     return lines
@@ -120,6 +123,7 @@ def main() -> None:
     ap.add_argument("challenge", nargs="?", type=Path, default=ROOT / "var" / "challenge" / "dev.jsonl")
     ap.add_argument("--model", default=get_settings().risk.model)
     ap.add_argument("--limit", type=int, default=0, help="first N challenge items only")
+    ap.add_argument("--dump", type=Path, help="write every candidate's signals here (JSONL) for offline fitting")
     args = ap.parse_args()
     items = [json.loads(line) for line in args.challenge.open()]
     if args.limit:
@@ -132,10 +136,15 @@ def main() -> None:
     # negatives: the untouched candidates, with peers and alone
     neg: dict[str, dict[str, list[float]]] = {"peers": defaultdict(list), "alone": defaultdict(list)}
     untouched: dict[tuple[str, str], dict[str, float]] = {}
+    dump = args.dump.open("w") if args.dump else None
     for pid, src in sources.items():
         cands = [(m, models[m][pid]) for m in names if models[m].get(pid, "").strip()]
         for cid, sig in assess(src, cands).items():
             untouched[(pid, cid)] = sig
+            if dump:
+                flags = assess.last_flags[cid]
+                row = {"kind": "untouched", "passage": pid, "model": cid, "signals": sig, "flags": flags}
+                dump.write(json.dumps(row) + "\n")
             for k, v in sig.items():
                 neg["peers"][k].append(v)
     alone_ids = sorted(untouched)[:: max(1, len(untouched) // 1500)]  # a sample: alone scoring is per candidate
@@ -148,7 +157,13 @@ def main() -> None:
         pid, cid, etype = it["passage_id"], it["model"], it["error_type"]
         cands = [(m, models[m][pid]) for m in names if m != cid and models[m].get(pid, "").strip()]
         with_peers = assess(sources[pid], [*cands, (cid, it["corrupted"])])[cid]
+        peer_flags = assess.last_flags[cid]
         alone = assess(sources[pid], [(cid, it["corrupted"])])[cid]
+        alone_flags = assess.last_flags[cid]
+        if dump:
+            row = {"kind": "injected", "passage": pid, "model": cid, "error_type": etype}
+            dump.write(json.dumps({**row, "mode": "peers", "signals": with_peers, "flags": peer_flags}) + "\n")
+            dump.write(json.dumps({**row, "mode": "alone", "signals": alone, "flags": alone_flags}) + "\n")
         for mode, sig in (("peers", with_peers), ("alone", alone)):
             bucket = pos[mode].setdefault(etype, defaultdict(list))
             for k, v in sig.items():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,9 @@ async def startup(ctx: dict[str, Any]) -> None:
     from service.core.llm import LLMClient, ResponseCache, load_panel
 
     settings: Settings = ctx.get("settings") or get_settings()  # tests pass their own settings in ctx
+    if settings.jobs.worker_nice and not ctx.get("settings"):
+        # the API answers in milliseconds and must not wait behind embedding batches on a shared machine
+        os.nice(settings.jobs.worker_nice)
     redis = Redis.from_url(settings.redis.url)
     ctx["settings"] = settings
     ctx["redis_client"] = redis

@@ -176,12 +176,15 @@ class JobSettings:
     # callbacks: how often a failing callback URL is tried, and the first retry delay (doubles each try)
     callback_max_tries: int = 5
     callback_backoff_seconds: float = 2.0
+    # workers are batch work: on a machine shared with the API they yield the CPU to it (POSIX nice increment)
+    worker_nice: int = 10
 
     @classmethod
     def from_env(cls) -> JobSettings:
         return cls(
             callback_max_tries=_env_int("TRISK_CALLBACK_MAX_TRIES", cls.callback_max_tries),
             callback_backoff_seconds=_env_float("TRISK_CALLBACK_BACKOFF_SECONDS", cls.callback_backoff_seconds),
+            worker_nice=_env_int("TRISK_WORKER_NICE", cls.worker_nice),
         )
 
 

@@ -158,27 +158,32 @@ def evaluate(bench: Benchmark, url: str, checks: list[str] | None, poll: float =
         lines.append(json.dumps(item, ensure_ascii=False))
     with httpx.Client(base_url=url, timeout=120) as client:
         wait_ready(client)
-        r = client.post(
-            "/v1/batches/ndjson", content="\n".join(lines).encode(), headers={"content-type": "application/x-ndjson"}
-        )
-        r.raise_for_status()
-        bid = r.json()["id"]
+        # batches of 100 passages stay well under the request body limit
+        bids = []
+        for lo in range(0, len(lines), 100):
+            r = client.post(
+                "/v1/batches/ndjson",
+                content="\n".join(lines[lo : lo + 100]).encode(),
+                headers={"content-type": "application/x-ndjson"},
+            )
+            r.raise_for_status()
+            bids.append(r.json()["id"])
         t0 = time.time()
         while True:
-            prog = client.get(f"/v1/batches/{bid}").json()
-            c = prog["counts"]
+            progress = [client.get(f"/v1/batches/{bid}").json() for bid in bids]
+            done = sum(p["counts"]["done"] for p in progress)
+            failed = sum(p["counts"]["failed"] for p in progress)
             print(
-                f"\r{time.time() - t0:6.0f}s  done {c['done']}/{prog['total']}  failed {c['failed']}  "
-                f"running {c['running']}",
+                f"\r{time.time() - t0:6.0f}s  done {done}/{len(lines)}  failed {failed}",
                 end="",
                 file=sys.stderr,
                 flush=True,
             )
-            if prog["status"] == "done":
+            if all(p["status"] == "done" for p in progress):
                 break
             time.sleep(poll)
         print(file=sys.stderr)
-        text = client.get(f"/v1/batches/{bid}/results").text
+        text = "".join(client.get(f"/v1/batches/{bid}/results").text for bid in bids)
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 

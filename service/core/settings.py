@@ -72,10 +72,10 @@ class IndexSettings:
 
 @dataclass(frozen=True)
 class LimitSettings:
-    # one source or candidate text; a long sutta passage is ~3,000 characters
-    max_text_chars: int = 20_000
+    # one source or candidate text; the longest PaliBench passage is ~22,000 characters
+    max_text_chars: int = 50_000
     max_candidates: int = 32
-    max_body_bytes: int = 2_000_000
+    max_body_bytes: int = 8_000_000
     max_batch_items: int = 5_000
 
     @classmethod

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import redis
 
-from service.core.settings import Settings
+from service.core.settings import Settings, get_settings
 from tests.conftest import TEST_REDIS_URL, TEST_TENANT
 from tests.worker_support import run_worker_burst
 
@@ -119,7 +119,7 @@ def test_idempotency_key(client: Any) -> None:
         ({**_assessment(GOOD), "candidates": [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}]}, 422, "duplicate"),
         (_assessment(["one"] * 33), 422, "limit"),
         (_assessment(["fine", "  "]), 422, "candidates[1].text is empty"),
-        (_assessment(["x" * 20_001]), 422, "limit"),
+        (_assessment(["x" * (get_settings().limits.max_text_chars + 1)]), 422, "limit"),
         ({**_assessment(GOOD), "source": {"text": "", "lang": "pli"}}, 422, "source.text is empty"),
         (_assessment(GOOD, checks=["peer_distance", "telepathy"]), 422, "telepathy"),
         (_assessment(GOOD, callback_url="ftp://example.org/x"), 422, "callback_url"),

@@ -88,8 +88,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from service.evaluation import run
+    from service.evaluation import load_benchmark, report, run
 
+    if args.from_json:  # re-print the figures of a saved run without running it again
+        bench = load_benchmark(args.bench, args.bilara_root)
+        print(report(bench, json.loads(Path(args.from_json).read_text(encoding="utf-8"))))
+        return 0
     checks = args.checks.split(",") if args.checks else None
     print(run(args.bench, args.bilara_root, args.url, args.redis_url, args.workers, args.limit, checks, args.json))
     return 0
@@ -125,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, help="first N passages only")
     p.add_argument("--checks", help="comma-separated checks (default: the service default)")
     p.add_argument("--json", help="also write the raw results here")
+    p.add_argument("--from-json", help="print the figures of results saved earlier with --json")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("serve", help="run the API with uvicorn")

@@ -206,6 +206,10 @@ def report(bench: Benchmark, results: list[dict[str, Any]]) -> str:
             columns.setdefault("risk (" + str((c.get("risk") or {}).get("rule", "?")).split("@")[0] + ")", []).append(
                 (_rank_key(c), y, comet)
             )
+            routing = c.get("routing") or {}
+            if routing.get("score") is not None:
+                rule = str(routing.get("rule", "?")).split("@")[0]
+                columns.setdefault(f"routing ({rule})", []).append((float(routing["score"]), y, comet))
             for name, sig in c["signals"].items():
                 if sig.get("status") == "value":
                     columns.setdefault(name, []).append((float(sig["value"]), y, comet))
@@ -216,7 +220,7 @@ def report(bench: Benchmark, results: list[dict[str, Any]]) -> str:
         + f" {'rho(-comet)':>11s}"
     )
     out.append(head)
-    for name in sorted(columns, key=lambda k: (not k.startswith("risk"), k)):
+    for name in sorted(columns, key=lambda k: (not k.startswith("risk"), not k.startswith("routing"), k)):
         arr = np.array(columns[name], dtype=float)
         ok = np.isfinite(arr[:, 0])
         s, y, comet = arr[ok, 0], arr[ok, 1], arr[ok, 2]

@@ -69,18 +69,18 @@ def accuracy(index: NoveltyIndex, sample: int = 2000, seed: int = 0) -> None:
     )
 
 
+_HWM = "import re; hwm=lambda: int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1))/1024;"
+
+
 def bench_load(path: Path) -> None:
+    """Load time and peak resident memory in a fresh process (VmHWM: ru_maxrss would count the forking parent)."""
     code = (
-        "import time, resource; t=time.perf_counter();"
-        "from service.core.novelty import NoveltyIndex; ix=NoveltyIndex.load(%r);"
-        "print(time.perf_counter()-t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024, len(ix))" % str(path)
+        _HWM + "import time; t=time.perf_counter();"
+        f"from service.core.novelty import NoveltyIndex; ix=NoveltyIndex.load({str(path)!r});"
+        "print(time.perf_counter()-t, hwm(), len(ix))"
     )
     base = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import resource, service.core.novelty;print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024)",
-        ],
+        [sys.executable, "-c", _HWM + "import service.core.novelty; print(hwm())"],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -361,20 +361,28 @@ def common_fit(meta: dict[str, str], embedding_model: str | None = None) -> dict
     }
 
 
-def main_minilm(args: argparse.Namespace, bench: Bench, feats: Features) -> int:
-    """peer-robust-minilm-v1: the passage-level peer search on MiniLM peer signals (e5 source-side signals left out:
-    the point of MiniLM is not to run e5 at all by default, and source_distance is at chance on dev anyway)."""
+def prepare(
+    bench: Bench, feats: Features
+) -> tuple[Data, np.ndarray, np.ndarray, Callable[[Spec], tuple[float, float]]]:
+    """Flattened data, grouped folds, an all-rows mask and the CV objective of a spec; prints the data summary."""
     data = flatten(bench, feats)
     folds = fold_of(data.groups)
-    all_rows = np.ones(data.y.shape[0], dtype=bool)
     print(
         f"{data.y.shape[0]} candidates, {int(data.y.sum())} outliers ({data.y.mean():.1%}), "
         f"{len(np.unique(data.groups))} suttas in {N_FOLDS} grouped folds; {int(data.forced.sum())} hard-flagged"
     )
-    print(f"embeddings: {feats.meta}\nsignals: {', '.join(data.names)}\n")
 
     def ev(spec: Spec) -> tuple[float, float]:
         return objective(with_forced(cv_scores(spec, data, folds), data.forced), data.y)
+
+    return data, folds, np.ones(data.y.shape[0], dtype=bool), ev
+
+
+def main_minilm(args: argparse.Namespace, bench: Bench, feats: Features) -> int:
+    """peer-robust-minilm-v1: the passage-level peer search on MiniLM peer signals (e5 source-side signals left out:
+    the point of MiniLM is not to run e5 at all by default, and source_distance is at chance on dev anyway)."""
+    data, folds, all_rows, ev = prepare(bench, feats)
+    print(f"embeddings: {feats.meta}\nsignals: {', '.join(data.names)}\n")
 
     excluded = {"translator_peer_distance", *SOURCE_EMBEDDING_SIGNALS}
     pool = [n for n in data.names if n not in excluded]
@@ -473,17 +481,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"the features were computed with peer embedder {got!r}, not {args.peer_embedder!r}")
     if args.peer_embedder == "minilm":
         return main_minilm(args, bench, feats)
-    data = flatten(bench, feats)
-    folds = fold_of(data.groups)
-    all_rows = np.ones(data.y.shape[0], dtype=bool)
-    print(
-        f"{data.y.shape[0]} candidates, {int(data.y.sum())} outliers ({data.y.mean():.1%}), "
-        f"{len(np.unique(data.groups))} suttas in {N_FOLDS} grouped folds; {int(data.forced.sum())} hard-flagged"
-    )
+    data, folds, all_rows, ev = prepare(bench, feats)
     print(f"signals: {', '.join(data.names)}\n")
-
-    def ev(spec: Spec) -> tuple[float, float]:
-        return objective(with_forced(cv_scores(spec, data, folds), data.forced), data.y)
 
     has_novelty = "novelty" in data.names
     rows: list[tuple[str, Spec]] = [(f"signal: {n}", Spec(n, ((n, 1.0),))) for n in data.names]

@@ -49,6 +49,9 @@ class SignalWeight(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     sd: float
     # |z| is capped here so one extreme signal cannot drown the rest (None = no cap)
     clip: float | None = None
+    # an add-on term (e.g. a critical-content check the request turned off): when it is missing the model scores
+    # without it (z = 0, listed in RiskResult.missing) rather than handing over to its fallback model
+    optional: bool = False
 
 
 class HardFlagRule(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -221,15 +224,16 @@ def score(
 ) -> RiskResult:
     """Score one candidate (a ``CandidateSignals`` or a mapping of signals, plus flags) with ``model``.
 
-    When a term is missing and the model's ``fallback`` chain (resolved in ``registry``) holds a model with every
-    signal it needs, that model scores instead and the result says so (``rule`` = the fallback, ``fallback_from`` =
-    the requested model, ``fallback_reason``). Otherwise the requested model scores with the missing terms at their
-    reference mean (z = 0), listed in ``missing``.
+    When a required term (not ``optional``) is missing and the model's ``fallback`` chain (resolved in
+    ``registry``) holds a model with every signal it needs, that model scores instead and the result says so
+    (``rule`` = the fallback, ``fallback_from`` = the requested model, ``fallback_reason``). Otherwise the requested
+    model scores with the missing terms at their reference mean (z = 0), listed in ``missing``.
     """
     signals, own_flags = _signals_of(candidate)
     all_flags = list(own_flags if flags is None else flags)
     missing = _missing(model, signals)
-    if missing and model.fallback and registry is not None:
+    optional = {t.name for t in model.signals if t.optional}
+    if set(missing) - optional and model.fallback and registry is not None:
         # walk the fallback chain to the first model that has every signal it needs; when none has, the requested
         # model scores with its missing terms at z = 0 (a fallback that also misses terms would lose more)
         seen = {model.name}

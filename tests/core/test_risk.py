@@ -309,3 +309,24 @@ def test_service_refuses_a_model_fitted_on_another_encoder() -> None:
     with pytest.raises(RuntimeError, match="peer-robust-v1"):
         check_embedding_models(registry, ["peer-robust-v1"], minilm)
     check_embedding_models(registry, ["single-candidate-v1"], "anything")  # no embeddings, nothing to check
+
+
+def test_missing_optional_term_scores_without_falling_back() -> None:
+    # an add-on term the request did not compute (a check turned off) must not hand the candidate to the weaker
+    # fallback model; a missing required term still does
+    extra = SignalWeight(name="omitted_content", weight=0.2, mean=0.0, sd=0.1, optional=True)
+    with_extra = msgspec.structs.replace(PEER, signals=[*PEER.signals, extra])
+    reg = RiskRegistry({m.name: m for m in (with_extra, SINGLE)})
+    res = score(with_extra, sig(a=5.0, peer_b=0.1), registry=reg)
+    assert res.rule == "peer-test@1.0.0" and res.missing == ["omitted_content"]
+    assert res.score == pytest.approx(1.5, abs=TOL)
+    assert score(with_extra, sig(a=5.0, peer_b=0.1, omitted_content=0.2), registry=reg).score == pytest.approx(1.9)
+    assert score(with_extra, sig(a=5.0), registry=reg).rule == "single-test@2.1.0"
+
+
+def test_shipped_default_treats_critical_terms_as_optional() -> None:
+    model = RiskRegistry.load(REPO_ROOT / "models").get("default")
+    extras = {t.name for t in model.signals if t.optional}
+    assert {"omitted_content", "content_excess", "negation_flip"} <= extras
+    assert "peer_chrf_risk" not in extras
+    assert "critical.negation" in (model.hard_flags.rules or [])

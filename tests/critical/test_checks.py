@@ -74,14 +74,68 @@ def test_negation_drop_alone_among_peers(checker: CriticalChecker) -> None:
     bad = GOOD.replace("There is no suffering", "There is suffering")
     rep = checker.check(SRC, bad, [GOOD] * 9)
     assert "critical.negation" in _rules(rep)
-    assert "9/9 peers have more negations" in next(f.detail for f in rep.flags if f.rule == "critical.negation")
-    assert _v(checker.check(SRC, bad, []), "negation_mismatch") > 0  # no peers: the source alone still speaks
+    detail = next(f.detail for f in rep.flags if f.rule == "critical.negation")
+    # located: the clause the reviewer has to read, and the word the peers negate there
+    assert detail == (
+        "negation: 9/9 peers negate (suffering) where the candidate does not: \u201cThere is suffering.\u201d"
+    )
+    assert len([f for f in rep.flags if f.rule == "critical.negation"]) == 1
+    alone = checker.check(SRC, bad, [])
+    assert _v(alone, "negation_mismatch") > 0  # no peers: the source alone still speaks
+    assert isinstance(alone.signals["negation_flip"], SignalSkipped)
+
+
+def test_negation_added_is_located(checker: CriticalChecker) -> None:
+    bad = GOOD.replace("was staying near", "was not staying near")
+    rep = checker.check(SRC, bad, [GOOD] * 9)
+    flip = rep.signals["negation_flip"]
+    assert isinstance(flip, SignalValue) and flip.value == 1.0 and flip.detail["added"] == 1.0
+    assert "the candidate negates (staying, near) where 9/9 peers do not" in str(flip.detail["summary"])
+    assert "critical.negation" in _rules(rep)
+
+
+@pytest.mark.parametrize(
+    ("peer", "cand", "fires"),
+    [
+        # parallel clauses: the peers' "without lust" has an equally good match that keeps its negation
+        (
+            "You know a mind with lust as with lust; you know a mind without lust as without lust.",
+            "You know a mind without lust as without lust; you know a mind with lust as with lust.",
+            False,
+        ),
+        # "impermanent" for "not permanent": no negated word reappears un-negated, one negator fewer is half a vote
+        ("Form is not permanent. Feeling is not permanent.", "Form is impermanent. Feeling is impermanent.", False),
+        ("He does not kill living beings. He gives gifts.", "He does kill living beings. He gives gifts.", True),
+    ],
+)
+def test_negation_flip_needs_a_located_contradiction(
+    checker: CriticalChecker, peer: str, cand: str, fires: bool
+) -> None:
+    rep = checker.check("Na.", cand, [peer] * 9)
+    assert (_v(rep, "negation_flip") >= 0.8) is fires
 
 
 def test_term_swap_scores(checker: CriticalChecker) -> None:
     bad = GOOD.replace("suffering", "craving")
     assert _v(checker.check(SRC, bad, [GOOD] * 9), "term_mismatch") >= 0.9
     assert _v(checker.check(SRC, GOOD, [GOOD] * 9), "term_mismatch") == 0.0
+    swap = checker.check(SRC, bad, [GOOD] * 9).signals["term_swap"]
+    assert isinstance(swap, SignalValue) and swap.value == 1.0
+    assert swap.detail["summary"] == (
+        "term: most peers say \u201csuffering\u201d, the candidate never does and says \u201ccraving\u201d"
+    )
+    # a synonym (another rendering of the same Pali term) is not a swap
+    assert _v(checker.check(SRC, GOOD.replace("suffering", "stress"), [GOOD] * 9), "term_swap") == 0.0
+    assert isinstance(checker.check(SRC, bad, [GOOD] * 2).signals["term_swap"], SignalSkipped)  # two peers: no vote
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [("", 0.0), (" He then went home and ate his meal in the evening.", 0.5)],
+)
+def test_content_excess(checker: CriticalChecker, extra: str, expected: float) -> None:
+    value = _v(checker.check(SRC, GOOD + extra, [GOOD] * 9), "content_excess")
+    assert value == pytest.approx(expected, abs=0.01)
 
 
 def test_check_passage_matches_single_checks(checker: CriticalChecker) -> None:
@@ -116,3 +170,33 @@ def test_no_flood_on_real_sample(checker: CriticalChecker) -> None:
             total += 1
             flagged += bool(rep.flags)
     assert total > 500 and flagged / total < 0.07
+
+
+LONG = (
+    "Mendicants, there are these five hindrances. What five? Venerable Sāriputta was staying near Sāvatthī. "
+    "He taught the monks about the origin of craving. There is no suffering."
+)
+
+
+@pytest.mark.parametrize(
+    ("cand", "omitted", "added"),
+    [
+        (LONG, 0.0, 0.0),
+        # the dropped sentence leaves the same gap against every peer, and the reviewer sees which one
+        (LONG.replace(" He taught the monks about the origin of craving.", ""), 0.2857, 0.0),
+        (LONG + " The king of Kosala rode out on his elephant to see the park.", 0.0, 0.3),
+        # two sentences merged into one are still covered: no omission
+        (LONG.replace("Sāvatthī. He taught", "Sāvatthī, and he taught"), 0.0, 0.0),
+    ],
+)
+def test_omitted_and_added_content(checker: CriticalChecker, cand: str, omitted: float, added: float) -> None:
+    rep = checker.check(SRC, cand, [LONG] * 9)
+    assert _v(rep, "omitted_content") == pytest.approx(omitted, abs=1e-4)
+    assert _v(rep, "added_content") == pytest.approx(added, abs=1e-4)
+    if omitted:
+        detail = rep.signals["omitted_content"]
+        assert isinstance(detail, SignalValue)
+        assert detail.detail["summary"] == (
+            "omission: 9/9 peers have content the candidate does not cover, "
+            "e.g. \u201cHe taught the monks about the origin of craving.\u201d"
+        )

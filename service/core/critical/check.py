@@ -9,6 +9,7 @@ from typing import Any
 
 import msgspec
 
+from service.core.critical.align import content_excess, negation_flips, term_swap, uncovered
 from service.core.critical.extract import Content, Extractor, number_word
 from service.core.critical.lexicon import load_lexicon
 from service.core.errors import UnknownLanguage
@@ -25,19 +26,39 @@ __all__ = [
     "default_checker",
 ]
 
-VERSION = "critical-1"
-SIGNALS = ("number_mismatch", "name_mismatch", "negation_mismatch", "term_mismatch", "list_size_mismatch")
+VERSION = "critical-2"
+SIGNALS = (
+    "number_mismatch",
+    "name_mismatch",
+    "negation_mismatch",
+    "term_mismatch",
+    "list_size_mismatch",
+    "negation_flip",
+    "term_swap",
+    "content_excess",
+    "omitted_content",
+    "added_content",
+)
+# Clause-aligned comparisons need peers (term_swap at least three); alone they are skipped, not zero.
+PEER_ONLY = ("negation_flip", "term_swap", "content_excess", "omitted_content", "added_content")
 # Flag thresholds per signal (values are in [0, 1]); chosen on untouched palibench-dev so that the union of flags
 # stays under 5% of candidates (see bench/eval_critical.py) while injected errors still score near 1.
 # critical.term is off by default (2.0): even swap-shaped term differences fire on 2.7% of untouched dev
 # candidates, which would break the 5% budget; term_mismatch still feeds critical_score and risk models. Enable
-# with thresholds={"term_mismatch": 0.9} (swaps only). negation at 0.98 needs all peers on one side.
+# with thresholds={"term_mismatch": 0.9} (swaps only). With peers the negation flag comes from the clause-aligned
+# negation_flip (0.8: eight of nine peers disagree at one located clause; 0.5% of untouched dev candidates), not
+# from passage-level counts (negation_mismatch, 2.4% there at 0.98); term_swap fires on 3.1% at 1.0, so it is off.
 DEFAULT_THRESHOLDS: dict[str, float] = {
     "number_mismatch": 0.75,
     "name_mismatch": 0.9,
-    "negation_mismatch": 0.98,
+    "negation_mismatch": 2.0,
     "term_mismatch": 2.0,
     "list_size_mismatch": 0.75,
+    "negation_flip": 0.8,
+    "term_swap": 2.0,
+    "content_excess": 2.0,
+    "omitted_content": 2.0,
+    "added_content": 2.0,
 }
 # Without peers only the source speaks, and Pali-English negation and term counts disagree too often for a flag:
 # those two signals stay continuous (for a risk model) and never flag alone.
@@ -48,6 +69,11 @@ DEFAULT_THRESHOLDS_ALONE: dict[str, float] = {
     "negation_mismatch": 2.0,
     "term_mismatch": 2.0,
     "list_size_mismatch": 0.95,
+    "negation_flip": 2.0,
+    "term_swap": 2.0,
+    "content_excess": 2.0,
+    "omitted_content": 2.0,
+    "added_content": 2.0,
 }
 # An English word that renders some other term is weak evidence (renderings overlap: "good" for kusala and
 # puñña); a source term that the candidate alone does not render is the stronger one.
@@ -58,6 +84,11 @@ _RULES: dict[str, tuple[str, Severity]] = {
     "negation_mismatch": ("critical.negation", "major"),
     "term_mismatch": ("critical.term", "minor"),
     "list_size_mismatch": ("critical.list_size", "major"),
+    "negation_flip": ("critical.negation", "major"),
+    "term_swap": ("critical.term", "minor"),
+    "content_excess": ("critical.added_content", "minor"),
+    "omitted_content": ("critical.omission", "major"),
+    "added_content": ("critical.added_content", "minor"),
 }
 # Weights of each signal in the combined score: numbers and names are the most reliably extracted.
 _WEIGHTS = {
@@ -297,6 +328,8 @@ class CriticalChecker:
             "list size",
         )
 
+        sig.update(self._aligned(cand, peers))
+
         keep = 1.0
         for name, w in _WEIGHTS.items():
             s = sig[name]
@@ -306,14 +339,78 @@ class CriticalChecker:
 
         flags: list[Flag] = []
         limits = self.thresholds if n else self.thresholds_alone
+        fired: set[str] = set()
         for name, (rule, severity) in _RULES.items():
             s = sig[name]
+            if rule in fired:  # one flag per rule (negation has a count-based and a located signal)
+                continue
             # Term renderings overlap too much for a one-sided difference to be worth a reviewer's time: flag swaps.
             if name == "term_mismatch" and isinstance(s, SignalValue) and not s.detail.get("swap"):
                 continue
             if isinstance(s, SignalValue) and s.value >= limits[name]:
                 flags.append(Flag(rule=rule, severity=severity, detail=str(s.detail.get("summary", name))))
+                fired.add(rule)
         return CriticalReport(signals=sig, flags=flags, peers=n)
+
+    def _aligned(self, cand: Content, peers: list[Content]) -> dict[str, SignalValue | SignalSkipped]:
+        """The clause-aligned peer comparisons: located negation flips, doctrinal-term swaps, added content."""
+        out: dict[str, SignalValue | SignalSkipped] = {}
+        n = len(peers)
+        cp = cand.clauses
+        pp = [p.clauses for p in peers if p.clauses is not None]
+        if cp is None or not pp:
+            reason = "needs peer translations of the same passage"
+            return {s: SignalSkipped(reason=reason) for s in PEER_ONLY}
+        dropped, added = negation_flips(cp, pp)
+        worst = max((f for f in (dropped, added) if f is not None), key=lambda f: f.share, default=None)
+        if worst is None:
+            out["negation_flip"] = SignalValue(value=0.0)
+        else:
+            k = round(worst.share * n)
+            said = f" ({', '.join(worst.words)})" if worst.words else ""
+            clause = worst.clause if len(worst.clause) <= 120 else worst.clause[:117] + "..."
+            if worst is dropped:
+                text = f"negation: {k}/{n} peers negate{said} where the candidate does not: \u201c{clause}\u201d"
+            else:
+                text = f"negation: the candidate negates{said} where {k}/{n} peers do not: \u201c{clause}\u201d"
+            out["negation_flip"] = SignalValue(
+                value=round(worst.share, 4),
+                detail={
+                    "summary": text,
+                    "dropped": 0.0 if dropped is None else round(dropped.share, 4),
+                    "added": 0.0 if added is None else round(added.share, 4),
+                },
+            )
+        if n < 3:
+            out["term_swap"] = SignalSkipped(reason="needs at least three peer translations")
+        else:
+            value, what = term_swap(cp, pp, self.extractor.rendering)
+            detail: dict[str, object] = {}
+            if what:
+                old, new = what.split(" -> ")
+                detail["summary"] = (
+                    f"term: most peers say \u201c{old}\u201d, the candidate never does and says \u201c{new}\u201d"
+                )
+            out["term_swap"] = SignalValue(value=round(value, 4), detail=detail)
+        omitted, extra = uncovered(cp, pp)
+        gaps = (
+            ("omitted_content", omitted, "omission: {k}/{n} peers have content the candidate does not cover, e.g. "),
+            ("added_content", extra, "addition: content no peer has ({k}/{n} peers miss some), e.g. "),
+        )
+        for name, gap, template in gaps:
+            det: dict[str, object] = {"peers_with_gap": gap.peers_with}
+            if gap.share > 0 and gap.example:
+                ex = gap.example if len(gap.example) <= 120 else gap.example[:117] + "..."
+                det["summary"] = template.format(k=gap.peers_with, n=n) + f"\u201c{ex}\u201d"
+            out[name] = SignalValue(value=round(gap.share, 4), detail=det)
+        excess = content_excess(cp, pp)
+        out["content_excess"] = SignalValue(
+            value=round(excess, 4),
+            detail={"summary": f"added content: {excess:.0%} more content words than the peers' median"}
+            if excess > 0
+            else {},
+        )
+        return out
 
     def _name_label(self, key: str) -> str:
         return self._name_display.get(key, key).capitalize()

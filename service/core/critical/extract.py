@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from service.core.critical.align import Parsed, parse
 from service.core.critical.lexicon import Lexicon, PatternSet
 from service.core.critical.tokens import en_stem, fold, pali_tokens, word_tokens
 
@@ -33,7 +34,18 @@ _LIST_NOUNS = (
 class Content:
     """What a text commits to: number values (strong and weak), name keys, negator count, list sizes, terms."""
 
-    __slots__ = ("folded", "lists", "names", "names_unknown", "neg", "neg_weak", "numbers", "numbers_weak", "terms")
+    __slots__ = (
+        "clauses",
+        "folded",
+        "lists",
+        "names",
+        "names_unknown",
+        "neg",
+        "neg_weak",
+        "numbers",
+        "numbers_weak",
+        "terms",
+    )
 
     def __init__(self) -> None:
         self.numbers: Counter[int] = Counter()
@@ -45,6 +57,7 @@ class Content:
         self.lists: set[int] = set()
         self.terms: Counter[str] = Counter()
         self.folded = ""
+        self.clauses: Parsed | None = None  # English only: clauses for the located peer comparisons
 
 
 def number_word(v: int) -> str:
@@ -103,6 +116,11 @@ class Extractor:
         )
         self._name_excl = {fold(w) for w in ("dhamma", "sangha", "buddha", "tathagata", "nibbana", "brahma", "deva")}
 
+    @property
+    def rendering(self) -> dict[str, list[str]]:
+        """English rendering stem -> the glossary terms it renders."""
+        return self._rendering
+
     def pali(self, text: str) -> Content:
         c = Content()
         toks = pali_tokens(text)
@@ -138,6 +156,7 @@ class Extractor:
 
     def english(self, text: str) -> Content:
         c = Content()
+        c.clauses = parse(text)
         toks = word_tokens(text)
         folded = [fold(t.text) for t in toks]
         c.folded = " ".join(folded)

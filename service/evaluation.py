@@ -10,6 +10,7 @@ import csv
 import json
 import math
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -238,6 +239,10 @@ def report(bench: Benchmark, results: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def _raise_exit(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def run(
     folder: str,
     bilara_root: str,
@@ -251,6 +256,8 @@ def run(
     bench = load_benchmark(folder, bilara_root, limit)
     stack = None
     if url is None:
+        # SIGTERM (a CI timeout, kill) must run the finally below too, or the private redis and workers outlive us
+        signal.signal(signal.SIGTERM, _raise_exit)
         stack = Stack(redis_url, workers)
         url = stack.url
     try:

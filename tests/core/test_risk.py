@@ -327,6 +327,6 @@ def test_missing_optional_term_scores_without_falling_back() -> None:
 def test_shipped_default_treats_critical_terms_as_optional() -> None:
     model = RiskRegistry.load(REPO_ROOT / "models").get("default")
     extras = {t.name for t in model.signals if t.optional}
-    assert {"omitted_content", "content_excess", "negation_flip"} <= extras
+    assert {"omitted_content", "content_excess"} <= extras
     assert "peer_chrf_risk" not in extras
-    assert "critical.negation" in (model.hard_flags.rules or [])
+    assert {"critical.negation", "critical.added_content"} <= set(model.hard_flags.rules or [])

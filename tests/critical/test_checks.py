@@ -200,3 +200,22 @@ def test_omitted_and_added_content(checker: CriticalChecker, cand: str, omitted:
             "omission: 9/9 peers have content the candidate does not cover, "
             "e.g. \u201cHe taught the monks about the origin of craving.\u201d"
         )
+
+
+def test_added_sentence_flags_and_verbosity_does_not(checker: CriticalChecker) -> None:
+    added = checker.check(SRC, LONG + " The king of Kosala rode out on his elephant to see the park.", [LONG] * 9)
+    flag = next(f for f in added.flags if f.rule == "critical.added_content")
+    assert flag.severity == "major" and "The king of Kosala rode out" in flag.detail
+    # longer but matched everywhere (a wordier rendering of the same clauses): content excess, nothing added
+    wordy = LONG.replace("He taught the monks", "He taught the monks, carefully and at length,")
+    rep = checker.check(SRC, wordy, [LONG] * 9)
+    assert _v(rep, "content_excess") > 0.1 and _v(rep, "added_content") == 0.0
+    assert "critical.added_content" not in _rules(rep)
+
+
+def test_negation_consensus_is_the_mean_of_located_and_count(checker: CriticalChecker) -> None:
+    bad = GOOD.replace("There is no suffering", "There is suffering")
+    rep = checker.check(SRC, bad, [GOOD] * 9)
+    expected = (_v(rep, "negation_flip") + _v(rep, "negation_mismatch")) / 2
+    assert _v(rep, "negation_consensus") == pytest.approx(expected, abs=1e-4) and expected >= 0.8
+    assert isinstance(checker.check(SRC, bad, []).signals["negation_consensus"], SignalSkipped)

@@ -38,27 +38,31 @@ SIGNALS = (
     "content_excess",
     "omitted_content",
     "added_content",
+    "negation_consensus",
 )
 # Clause-aligned comparisons need peers (term_swap at least three); alone they are skipped, not zero.
-PEER_ONLY = ("negation_flip", "term_swap", "content_excess", "omitted_content", "added_content")
+PEER_ONLY = ("negation_flip", "term_swap", "content_excess", "omitted_content", "added_content", "negation_consensus")
 # Flag thresholds per signal (values are in [0, 1]); chosen on untouched palibench-dev so that the union of flags
 # stays under 5% of candidates (see bench/eval_critical.py) while injected errors still score near 1.
 # critical.term is off by default (2.0): even swap-shaped term differences fire on 2.7% of untouched dev
 # candidates, which would break the 5% budget; term_mismatch still feeds critical_score and risk models. Enable
-# with thresholds={"term_mismatch": 0.9} (swaps only). With peers the negation flag comes from the clause-aligned
-# negation_flip (0.8: eight of nine peers disagree at one located clause; 0.5% of untouched dev candidates), not
-# from passage-level counts (negation_mismatch, 2.4% there at 0.98); term_swap fires on 3.1% at 1.0, so it is off.
+# with thresholds={"term_mismatch": 0.9} (swaps only). With peers the negation flag comes from negation_consensus,
+# the mean of the clause-located flip share and the passage-level share of peers with more/fewer negators: either
+# alone is noisier at a low false-flag rate (at 0.5% of untouched dev, 15%/29% of injected drops/adds for the flip,
+# 19%/39% for the mean). added_content flags content that no peer covers and that makes the candidate longer than
+# its peers (both at once: 0.6% of untouched dev at 0.2). term_swap fires on 1.7% at 0.85, so it is off.
 DEFAULT_THRESHOLDS: dict[str, float] = {
     "number_mismatch": 0.75,
     "name_mismatch": 0.9,
     "negation_mismatch": 2.0,
     "term_mismatch": 2.0,
     "list_size_mismatch": 0.75,
-    "negation_flip": 0.8,
+    "negation_flip": 2.0,
     "term_swap": 2.0,
     "content_excess": 2.0,
     "omitted_content": 2.0,
-    "added_content": 2.0,
+    "added_content": 0.2,
+    "negation_consensus": 0.8,
 }
 # Without peers only the source speaks, and Pali-English negation and term counts disagree too often for a flag:
 # those two signals stay continuous (for a risk model) and never flag alone.
@@ -74,6 +78,7 @@ DEFAULT_THRESHOLDS_ALONE: dict[str, float] = {
     "content_excess": 2.0,
     "omitted_content": 2.0,
     "added_content": 2.0,
+    "negation_consensus": 2.0,
 }
 # An English word that renders some other term is weak evidence (renderings overlap: "good" for kusala and
 # puñña); a source term that the candidate alone does not render is the stronger one.
@@ -86,9 +91,10 @@ _RULES: dict[str, tuple[str, Severity]] = {
     "list_size_mismatch": ("critical.list_size", "major"),
     "negation_flip": ("critical.negation", "major"),
     "term_swap": ("critical.term", "minor"),
-    "content_excess": ("critical.added_content", "minor"),
+    "content_excess": ("critical.added_content", "major"),
     "omitted_content": ("critical.omission", "major"),
-    "added_content": ("critical.added_content", "minor"),
+    "added_content": ("critical.added_content", "major"),
+    "negation_consensus": ("critical.negation", "major"),
 }
 # Weights of each signal in the combined score: numbers and names are the most reliably extracted.
 _WEIGHTS = {
@@ -329,6 +335,7 @@ class CriticalChecker:
         )
 
         sig.update(self._aligned(cand, peers))
+        sig["negation_consensus"] = self._negation_consensus(sig)
 
         keep = 1.0
         for name, w in _WEIGHTS.items():
@@ -368,7 +375,7 @@ class CriticalChecker:
         else:
             k = round(worst.share * n)
             said = f" ({', '.join(worst.words)})" if worst.words else ""
-            clause = worst.clause if len(worst.clause) <= 120 else worst.clause[:117] + "..."
+            clause = _clip(worst.clause)
             if worst is dropped:
                 text = f"negation: {k}/{n} peers negate{said} where the candidate does not: \u201c{clause}\u201d"
             else:
@@ -393,16 +400,6 @@ class CriticalChecker:
                 )
             out["term_swap"] = SignalValue(value=round(value, 4), detail=detail)
         omitted, extra = uncovered(cp, pp)
-        gaps = (
-            ("omitted_content", omitted, "omission: {k}/{n} peers have content the candidate does not cover, e.g. "),
-            ("added_content", extra, "addition: content no peer has ({k}/{n} peers miss some), e.g. "),
-        )
-        for name, gap, template in gaps:
-            det: dict[str, object] = {"peers_with_gap": gap.peers_with}
-            if gap.share > 0 and gap.example:
-                ex = gap.example if len(gap.example) <= 120 else gap.example[:117] + "..."
-                det["summary"] = template.format(k=gap.peers_with, n=n) + f"\u201c{ex}\u201d"
-            out[name] = SignalValue(value=round(gap.share, 4), detail=det)
         excess = content_excess(cp, pp)
         out["content_excess"] = SignalValue(
             value=round(excess, 4),
@@ -410,7 +407,38 @@ class CriticalChecker:
             if excess > 0
             else {},
         )
+        det: dict[str, object] = {"peers_with_gap": omitted.peers_with}
+        if omitted.share > 0 and omitted.example:
+            det["summary"] = (
+                f"omission: {omitted.peers_with}/{n} peers have content the candidate does not cover, "
+                f"e.g. \u201c{_clip(omitted.example)}\u201d"
+            )
+        out["omitted_content"] = SignalValue(value=round(omitted.share, 4), detail=det)
+        # Added content must be both unmatched by the peers and extra in size: a verbose translation is longer
+        # but matched, a differently split one unmatched in places but not longer; an added sentence is both.
+        added_share = min(extra.share, excess)
+        det = {"unmatched": round(extra.share, 4), "excess": round(excess, 4), "peers_with_gap": extra.peers_with}
+        if added_share > 0 and extra.example:
+            det["summary"] = (
+                f"addition: {excess:.0%} more content than the peers, and content no peer has "
+                f"({extra.peers_with}/{n} peers), e.g. \u201c{_clip(extra.example)}\u201d"
+            )
+        out["added_content"] = SignalValue(value=round(added_share, 4), detail=det)
         return out
+
+    @staticmethod
+    def _negation_consensus(sig: dict[str, SignalValue | SignalSkipped]) -> SignalValue | SignalSkipped:
+        """Mean of the located flip share and the passage-level peer share, explained by the larger of the two."""
+        flip, count = sig.get("negation_flip"), sig.get("negation_mismatch")
+        if not isinstance(flip, SignalValue):
+            return flip if isinstance(flip, SignalSkipped) else SignalSkipped(reason="needs peer translations")
+        if not isinstance(count, SignalValue):
+            return SignalSkipped(reason="no passage-level negation count")
+        lead = flip if flip.value >= count.value and flip.detail.get("summary") else count
+        detail: dict[str, object] = {"flip": flip.value, "count": count.value}
+        if "summary" in lead.detail:
+            detail["summary"] = lead.detail["summary"]
+        return SignalValue(value=round((flip.value + count.value) / 2, 4), detail=detail)
 
     def _name_label(self, key: str) -> str:
         return self._name_display.get(key, key).capitalize()
@@ -456,6 +484,10 @@ class CriticalChecker:
                 "source": s,
             },
         )
+
+
+def _clip(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 _default: CriticalChecker | None = None

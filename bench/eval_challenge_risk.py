@@ -181,6 +181,12 @@ def main() -> None:
         f"\nall injected errors in the top 10% of the untouched risk distribution (nine peers): "
         f"{np.mean(caught):.3f} (target >= 0.70)"
     )
+    out.append(
+        "  per type: "
+        + ", ".join(
+            f"{etype} {np.mean([v >= threshold for v in sig[RISK]]):.2f}" for etype, sig in sorted(pos["peers"].items())
+        )
+    )
     # PaliBench outlier AUC of the same risk score on the untouched candidates
     labels, scores = [], []
     for f in (SHARED_DIR / "palibench-dev" / "per_passage_scores").glob("*_per_passage_scores.json"):

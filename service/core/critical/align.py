@@ -15,6 +15,7 @@ import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
+from service.core.critical.build_glossary import EN_STOP
 from service.core.critical.tokens import en_stem, word_tokens
 
 __all__ = ["Flip", "Parsed", "Uncovered", "content_excess", "negation_flips", "parse", "term_swap", "uncovered"]
@@ -24,14 +25,8 @@ _NEG = frozenset("not no never nor neither none nothing nobody nowhere without c
 _ADDRESS = frozenset(
     "sir sirs venerable reverend householder dear friend friends lord master mendicants monks bhikkhus brahmin".split()
 )
-# Function words carry no content for matching (and "not" itself is tracked apart).
-_STOP = frozenset(
-    """a an the and or but if of to in on at by for with from as is are was were be been being this that these those
-    it its they them their he him his she her we us our you your i me my who whom which what when where how why
-    there here then than so such do does did have has had will would shall should can could may might must one all
-    any some each every other into onto out up down over under about after before again also just only very more most
-    much many own same says said say thus like way well even whatever indeed yes""".split()
-)
+# Function words carry no content for matching (the glossary builder's list; negators are tracked before it applies).
+_STOP = EN_STOP | {"indeed", "yes"}
 _CLAUSE = re.compile(r"(?<=[.!?;:])[\"”’']?\s+")
 _NT = re.compile(r"n['’]t\b", re.IGNORECASE)
 # A negator governs the next content words ("not for play", "is not hostile").
@@ -42,6 +37,8 @@ _TIE = 0.15
 # A peer whose clause has more negators over the same words, but no word-level flip, is half the evidence.
 _SOFT = 0.5
 _MAX_NEG = 2
+# A clause or an adjacent pair: (clause indices, content stems, negated stems, negator count).
+_Window = tuple[tuple[int, ...], frozenset[str], frozenset[str], int]
 
 
 class _Clause:
@@ -63,12 +60,12 @@ class Parsed:
         self.clauses = clauses
         self.bag = bag
         self.size = sum(bag.values())
-        self._windows: list[tuple[tuple[int, ...], frozenset[str], frozenset[str], int]] | None = None
+        self._windows: list[_Window] | None = None
 
-    def windows(self) -> list[tuple[tuple[int, ...], frozenset[str], frozenset[str], int]]:
+    def windows(self) -> list[_Window]:
         """Single clauses and adjacent pairs, since translators split and merge sentences differently."""
         if self._windows is None:
-            w: list[tuple[tuple[int, ...], frozenset[str], frozenset[str], int]] = []
+            w: list[_Window] = []
             cl = self.clauses
             for i, c in enumerate(cl):
                 w.append(((i,), c.stems, c.negw, c.neg))
@@ -106,16 +103,16 @@ def parse(text: str) -> Parsed:
     return Parsed(clauses, bag)
 
 
+def _dice(a: frozenset[str], b: frozenset[str]) -> float:
+    return 2 * len(a & b) / (len(a) + len(b))
+
+
 def _match(
-    stems: frozenset[str], windows: Sequence[tuple[tuple[int, ...], frozenset[str], frozenset[str], int]]
-) -> tuple[tuple[tuple[int, ...], frozenset[str], frozenset[str], int] | None, list[tuple[frozenset[str], int]]]:
+    stems: frozenset[str], windows: Sequence[_Window]
+) -> tuple[_Window | None, list[tuple[frozenset[str], int]]]:
     """The best window by Dice overlap and every window about as good (negated stems and negator counts)."""
-    scored = []
-    top = 0.0
-    for w in windows:
-        d = 2 * len(stems & w[1]) / (len(stems) + len(w[1]))
-        scored.append((d, w))
-        top = max(top, d)
+    scored = [(_dice(stems, w[1]), w) for w in windows]
+    top = max((d for d, _ in scored), default=0.0)
     if top < _MIN_DICE:
         return None, []
     best = next(w for d, w in scored if d == top)
@@ -244,7 +241,7 @@ def _in_place(peer: Parsed, cand: Parsed, w: str, w2: str) -> bool:
             continue
         top, where = 0.0, frozenset[str]()
         for win in windows:
-            d = 2 * len(rest & win[1]) / (len(rest) + len(win[1]))
+            d = _dice(rest, win[1])
             if d > top:
                 top, where = d, win[1]
         hits += top >= 0.3 and w2 in where

@@ -144,6 +144,16 @@ def load_dev() -> tuple[dict[str, str], dict[str, dict[str, str]]]:
     return sources, models
 
 
+def load_outlier_labels(drift_threshold: float) -> dict[tuple[str, str], bool]:
+    """(passage_id, model) -> PaliBench outlier (normalized_drift above the threshold), model ids as in load_dev."""
+    labels: dict[tuple[str, str], bool] = {}
+    for f in (DEV / "per_passage_scores").glob("*_per_passage_scores.json"):
+        model = f.name.removesuffix("_per_passage_scores.json").removesuffix("_reasoning-none")
+        for r in json.loads(f.read_text()):
+            labels[(r["passage_id"], model)] = r["normalized_drift"] > drift_threshold
+    return labels
+
+
 def _number(text: str, rng: random.Random, src: str) -> str | None:
     words = _CARDINALS + _ORDINALS + _BIG
     hits = list(re.finditer(r"\b(" + "|".join(words) + r")\b", text, re.IGNORECASE))

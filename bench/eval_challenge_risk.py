@@ -27,7 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from challenge_set import load_dev  # noqa: E402
+from challenge_set import load_dev, load_outlier_labels  # noqa: E402
 
 from service.core.critical import default_checker  # noqa: E402
 from service.core.embeddings import open_embedder  # noqa: E402
@@ -36,7 +36,7 @@ from service.core.novelty import NoveltyIndex  # noqa: E402
 from service.core.pipeline import cheap_tier, final_risks  # noqa: E402
 from service.core.records import DEFAULT_CHECKS, CandidateIn  # noqa: E402
 from service.core.risk import RiskRegistry  # noqa: E402
-from service.core.settings import SHARED_DIR, get_settings  # noqa: E402
+from service.core.settings import get_settings  # noqa: E402
 from service.core.signals import load_length_model  # noqa: E402
 from service.core.types import SignalValue  # noqa: E402
 from service.evaluation import OUTLIER_DRIFT  # noqa: E402
@@ -189,13 +189,11 @@ def main() -> None:
     )
     # PaliBench outlier AUC of the same risk score on the untouched candidates
     labels, scores = [], []
-    for f in (SHARED_DIR / "palibench-dev" / "per_passage_scores").glob("*_per_passage_scores.json"):
-        cid = f.name.removesuffix("_per_passage_scores.json").removesuffix("_reasoning-none")
-        for r in json.loads(f.read_text()):
-            sig = untouched.get((r["passage_id"], cid))
-            if sig is not None and math.isfinite(sig[RISK]):
-                labels.append(r["normalized_drift"] > OUTLIER_DRIFT)
-                scores.append(sig[RISK])
+    for key, outlier in load_outlier_labels(OUTLIER_DRIFT).items():
+        sig = untouched.get(key)
+        if sig is not None and math.isfinite(sig[RISK]):
+            labels.append(outlier)
+            scores.append(sig[RISK])
     out.append(
         f"PaliBench outlier AUC of the same risk score: {auc(scores, labels):.3f}, "
         f"R@20% {recall_at_budget(scores, labels, 0.2):.3f} (n={len(scores)})"

@@ -27,11 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import msgspec  # noqa: E402
+from challenge_set import load_outlier_labels  # noqa: E402
 from fit_risk import write_model  # noqa: E402
 
 from service.core.metrics import auc, recall_at_budget  # noqa: E402
 from service.core.risk import HardFlagRule, ReferenceDistribution, RiskModel, SignalWeight, load_model  # noqa: E402
-from service.core.settings import SHARED_DIR  # noqa: E402
 from service.evaluation import OUTLIER_DRIFT  # noqa: E402
 
 # candidate extra terms and their weight grids (the base model's weights sum to 1)
@@ -66,11 +66,7 @@ class Rows:
         self.sig_i = {k: np.array([r["signals"].get(k, math.nan) for r in inj], dtype=float) for k in names}
         self.flags_u = [{f.split(":")[0] for f in r["flags"]} for r in un]
         self.flags_i = [{f.split(":")[0] for f in r["flags"]} for r in inj]
-        labels: dict[tuple[str, str], bool] = {}
-        for f in (SHARED_DIR / "palibench-dev" / "per_passage_scores").glob("*_per_passage_scores.json"):
-            cid = f.name.removesuffix("_per_passage_scores.json").removesuffix("_reasoning-none")
-            for x in json.loads(f.read_text()):
-                labels[(x["passage_id"], cid)] = x["normalized_drift"] > OUTLIER_DRIFT
+        labels = load_outlier_labels(OUTLIER_DRIFT)
         keys = [(r["passage"], r["model"]) for r in un]
         self.labelled = np.array([k in labels for k in keys])
         self.y = np.array([labels.get(k, False) for k in keys])[self.labelled]

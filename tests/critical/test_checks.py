@@ -219,3 +219,30 @@ def test_negation_consensus_is_the_mean_of_located_and_count(checker: CriticalCh
     expected = (_v(rep, "negation_flip") + _v(rep, "negation_mismatch")) / 2
     assert _v(rep, "negation_consensus") == pytest.approx(expected, abs=1e-4) and expected >= 0.8
     assert isinstance(checker.check(SRC, bad, []).signals["negation_consensus"], SignalSkipped)
+
+
+def test_reviewer_wording_does_not_depend_on_the_process_hash_seed() -> None:
+    # set iteration order changes with PYTHONHASHSEED; findings at equal risk must still read the same
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import msgspec; from service.core.critical import check_critical; "
+        "peers=['The five aggregates are form, feeling, perception, choices and consciousness.']*9; "
+        "cand='The five hindrances are desire, ill will, dullness, restlessness and doubt.'; "
+        "print(msgspec.json.encode(check_critical('Pañcime khandhā.', cand, peers)).decode())"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=root,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
+        for seed in ("1", "2", "3", "4")
+    }
+    assert len(out) == 1

@@ -182,7 +182,8 @@ def _compare_sets(
 def _signal(findings: list[_Finding], what: str) -> SignalValue:
     if not findings:
         return SignalValue(value=0.0)
-    findings.sort(key=lambda f: -f.risk)
+    # ties in reading order of kind and label, not set order (which changes between processes)
+    findings.sort(key=lambda f: (-f.risk, f.kind, f.label))
     # The worst item decides; further items add a little so two errors outrank one.
     value = min(1.0, findings[0].risk + 0.1 * sum(f.risk for f in findings[1:]))
     missing = [f for f in findings if f.kind == "missing" and f.risk >= 0.3]

@@ -22,6 +22,7 @@ from service.core.types import SignalValue  # noqa: E402
 
 ALL_SIGNALS = (*SIGNALS, "critical_score")
 BUDGETS = (0.05, 0.10, 0.20)
+FLAG_RATE = 0.005
 
 
 def auc(pos: list[float], neg: list[float]) -> float:
@@ -105,6 +106,13 @@ def main(argv: list[str] | None = None) -> int:
                 r = [recall_at(p, n, b) for b in BUDGETS]
                 cells.append(f"{auc(p, n):.3f} {r[0]:.2f}/{r[1]:.2f}/{r[2]:.2f}")
             print(f"{etype:15s} {len(by_sig[wanted[0]]):4d} " + " ".join(f"{c:>26s}" for c in cells))
+    # a flag's operating point: the threshold that fires on FLAG_RATE of untouched candidates, and what it catches
+    print(f"\n== peers9: recall with each signal's threshold at {FLAG_RATE:.1%} of untouched candidates")
+    print(f"{'error type':15s} " + " ".join(f"{s[:18]:>18s}" for s in wanted))
+    thresholds = {s: float(np.quantile(neg["peers9"][s], 1.0 - FLAG_RATE)) for s in wanted}
+    for etype, by_sig in pos["peers9"].items():
+        cells = [f"{np.mean(np.asarray(by_sig[s]) > thresholds[s]):.2f}" for s in wanted]
+        print(f"{etype:15s} " + " ".join(f"{c:>18s}" for c in cells))
     return 0
 
 

@@ -20,7 +20,6 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -33,6 +32,7 @@ from service.core.critical import default_checker  # noqa: E402
 from service.core.embeddings import open_embedder  # noqa: E402
 from service.core.metrics import auc, recall_at_budget  # noqa: E402
 from service.core.novelty import NoveltyIndex  # noqa: E402
+from service.core.novelty_report import SourceNovelty, source_novelty  # noqa: E402
 from service.core.pipeline import cheap_tier, final_risks  # noqa: E402
 from service.core.records import DEFAULT_CHECKS, CandidateIn  # noqa: E402
 from service.core.risk import RiskRegistry  # noqa: E402
@@ -43,14 +43,6 @@ from service.evaluation import OUTLIER_DRIFT  # noqa: E402
 
 BUDGETS = (0.05, 0.10, 0.20)
 RISK = "risk"
-
-
-def _novelty(index: NoveltyIndex, text: str) -> dict[str, Any]:
-    try:
-        r = index.score(text)
-    except Exception as exc:  # no content words
-        return {"status": "skipped", "reason": str(exc)}
-    return {"status": "value", "index": r.index, "band": r.band}
 
 
 class Assessor:
@@ -64,13 +56,13 @@ class Assessor:
         self.length = load_length_model("pli", "en", settings.risk.models_dir)
         self.critical = default_checker()
         self.index = NoveltyIndex.load(settings.index.path)
-        self._nov: dict[str, dict[str, Any]] = {}
+        self._nov: dict[str, SourceNovelty] = {}
         self.last_flags: dict[str, list[str]] = {}  # candidate id -> "rule:severity" of the last call
 
     def __call__(self, source: str, cands: list[tuple[str, str]]) -> dict[str, dict[str, float]]:
         """candidate id -> {signal: value, "risk": ranking score} for one passage."""
         if source not in self._nov:
-            self._nov[source] = _novelty(self.index, source)
+            self._nov[source] = source_novelty({"pli": self.index}, source, "pli")[0]
         cins = [CandidateIn(id=cid, text=text, model=cid) for cid, text in cands]
         part = cheap_tier(
             source_text=source,
@@ -88,12 +80,11 @@ class Assessor:
         )
         risks = final_risks(cins, part, None, self.registry, self.model)
         out: dict[str, dict[str, float]] = {}
-        self.last_flags = {c.id: [f"{f.rule}:{f.severity}" for f in risks[c.id][2]] for c in cins}
+        self.last_flags = {c.id: [f"{f.rule}:{f.severity}" for f in risks[c.id].flags] for c in cins}
         for c in cins:
             sig = {k: v.value for k, v in part.candidates[c.id].signals.items() if isinstance(v, SignalValue)}
-            _, res, _, _ = risks[c.id]
-            # the service ranks hard-flagged candidates above all others
-            sig[RISK] = res.score + (1e6 if res.forced_by_flag else 0.0)
+            # the service's one ranking: forced candidates first by flag severity, then by score
+            sig[RISK] = risks[c.id].result.priority
             out[c.id] = sig
         return out
 

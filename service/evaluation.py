@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from service.core.metrics import auc, budget_stats, spearman
+from service.core.ranking import priority
 
 __all__ = ["Benchmark", "Stack", "evaluate", "free_port", "load_benchmark", "report", "wait_ready"]
 
@@ -189,9 +190,15 @@ def evaluate(bench: Benchmark, url: str, checks: list[str] | None, poll: float =
 
 
 def _rank_key(c: dict[str, Any]) -> float:
+    """The service's own ranking field; runs saved before it existed are ranked the same way from their parts."""
     risk = c.get("risk") or {}
-    # forced (hard-flagged) candidates go above everything, as the service ranks them
-    return (1e6 if risk.get("forced_by_flag") else 0.0) + float(risk.get("score", math.nan))
+    if "priority" in risk:
+        return float(risk["priority"])
+    if not isinstance(risk.get("score"), int | float):
+        return math.nan
+    return priority(
+        float(risk["score"]), risk.get("forced_severity") or ("major" if risk.get("forced_by_flag") else None)
+    )
 
 
 def report(bench: Benchmark, results: list[dict[str, Any]]) -> str:

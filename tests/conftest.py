@@ -64,25 +64,20 @@ def test_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings
         r.delete(key)
 
 
-def as_test_tenant(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every controller that asks who the caller is gets the test tenant."""
-    import service.app.assessments.controllers as a
-    import service.app.batches.controllers as b
-    import service.app.calibration.controllers as c
-    import service.app.review.controllers as r
+def as_test_tenant() -> dict[str, object]:
+    """Dependency overrides under which every request runs as the test tenant."""
+    from litestar.di import Provide
 
-    for module in (a, b, c, r):
-        monkeypatch.setattr(module, "current_tenant", lambda request: TEST_TENANT)
+    return {"tenant": Provide(lambda: TEST_TENANT, sync_to_thread=False)}
 
 
 @pytest.fixture()
-def client(sn12_index: NoveltyIndex, test_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+def client(sn12_index: NoveltyIndex, test_settings: Settings) -> Iterator[object]:
     from litestar.testing import TestClient
 
     from service.app import create_app
     from service.app.resources import Resources
 
-    as_test_tenant(monkeypatch)
     resources = Resources(settings=test_settings, indexes={"pli": sn12_index})
-    with TestClient(app=create_app(test_settings, resources=resources)) as tc:
+    with TestClient(app=create_app(test_settings, resources=resources, dependency_overrides=as_test_tenant())) as tc:
         yield tc

@@ -1,6 +1,16 @@
-"""The ARQ jobs: ``assess_cheap`` (embeddings, signals, flags), ``assess_llm`` (the judge cascade) and
-``deliver_callback``; shared clients live in ``ctx``. Every job is idempotent: it reads what is already stored and
-only does what is missing, so at-least-once delivery never double-counts."""
+"""The ARQ jobs: ``assess_cheap`` (novelty for batch items, embeddings, signals, flags), ``assess_llm`` (the judge
+cascade), ``deliver_callback`` and ``adjudicate``; shared clients live in ``ctx``.
+
+Delivery is at least once, so every job is idempotent as a whole: it re-reads what is stored and does only what is
+missing. Each part is written once (``part:cheap``, ``part:llm``, ``final``: HSETNX; a second delivery that loses the
+race reads the winner's part). Whenever the final part exists, the tail runs (scores pooled for the budget rank,
+review items, the callback job), each step safe to repeat, until ``tail`` is marked done; a failure after the final
+write never marks the assessment failed.
+
+Failures: transient ones (an upstream error, Redis or the network) are retried with a growing delay up to
+``MAX_TRIES``; anything else, or the last try, marks the assessment failed with the reason. ARQ is given one spare
+delivery beyond ``MAX_TRIES`` so that a worker lost during the last try still leaves a final state behind.
+"""
 
 from __future__ import annotations
 
@@ -13,23 +23,50 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import msgspec
+import redis.exceptions
 from arq import Retry
 from redis.asyncio import Redis
 
+from service.core.budget import SeenScores
 from service.core.errors import NotFound, TriskError, UpstreamError
-from service.core.pipeline import SeenScores, cheap_tier, check_embedding_models, final_part, final_risks
-from service.core.records import LLM_CHECKS, CandidateOutcome, LLMPart
+from service.core.novelty_report import NoveltyPending, source_novelty
+from service.core.pipeline import cheap_tier, check_embedding_models, final_part, final_risks
+from service.core.records import (
+    LLM_CHECKS,
+    CandidateOutcome,
+    CheapPart,
+    LLMPart,
+    LLMSignature,
+    PromptVersion,
+)
 from service.core.risk import RiskRegistry
+from service.core.risk_catalog import ModelCatalog
 from service.core.settings import Settings, get_settings
 from service.core.store import AssessmentState, Store
 from service.core.types import SignalSkipped
 from service.core.views import render_assessment
 
-__all__ = ["assess_cheap", "assess_llm", "deliver_callback", "finalize", "shutdown", "startup"]
+__all__ = [
+    "MAX_TRIES",
+    "adjudicate",
+    "assess_cheap",
+    "assess_llm",
+    "deliver_callback",
+    "finalize",
+    "retry_delay",
+    "shutdown",
+    "startup",
+]
 
 logger = logging.getLogger("trisk.workers")
 NO_PROVIDER = "no LLM provider configured"
+MAX_TRIES = 3  # deliveries of an assessment job that may do work; ARQ's max_tries is one more (see the docstring)
+TRANSIENT = (UpstreamError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+
+
+def retry_delay(tries: int) -> float:
+    """Seconds before the next try of a failed job: 2, 4, 8, ... capped at a minute."""
+    return float(min(60, 2**tries))
 
 
 # ------------------------------------------------------------------------------------------------------ lifecycle
@@ -48,7 +85,7 @@ def _open_embedder(settings: Settings, backend: str) -> tuple[Any, dict[str, Any
         return None, {"backend": backend, "error": str(exc)}, f"embedding backend {backend} unavailable: {exc}"
 
 
-class _Embedders:
+class Embedders:
     """The peer encoder (opened at start) and the multilingual source encoder (opened on first use)."""
 
     def __init__(self, settings: Settings) -> None:
@@ -76,33 +113,56 @@ class _Embedders:
         return sig
 
 
+class Indexes:
+    """The novelty indexes, loaded on first use: only batch items leave their novelty to the workers."""
+
+    def __init__(self, paths: str) -> None:
+        self.paths = paths
+        self._loaded: dict[str, Any] | None = None
+        self._lock = asyncio.Lock()
+
+    async def get(self) -> dict[str, Any]:
+        async with self._lock:
+            if self._loaded is None:
+                from service.core.novelty import load_indexes
+
+                self._loaded, errors = await asyncio.to_thread(load_indexes, self.paths)
+                for path, error in errors.items():
+                    logger.error("novelty index %s not loaded: %s", path, error)
+            return self._loaded
+
+
 async def startup(ctx: dict[str, Any]) -> None:
+    """Open the shared clients; anything a test already put in ``ctx`` (settings, fakes) is kept."""
     from service.core.critical import default_checker
     from service.core.llm import LLMClient, ResponseCache, load_panel
+    from service.core.review import get_review_settings, open_db
 
-    settings: Settings = ctx.get("settings") or get_settings()  # tests pass their own settings in ctx
-    if settings.jobs.worker_nice and not ctx.get("settings"):
+    settings: Settings = ctx.setdefault("settings", get_settings())
+    if settings.jobs.worker_nice and not ctx.get("no_nice"):
         # the API answers in milliseconds and must not wait behind embedding batches on a shared machine
         os.nice(settings.jobs.worker_nice)
-    redis = Redis.from_url(settings.redis.url)
-    ctx["settings"] = settings
-    ctx["redis_client"] = redis
-    ctx["store"] = Store(redis, retention_seconds=settings.redis.retention_seconds)
-    ctx["registry"] = RiskRegistry.load(settings.risk.models_dir)
-    ctx["embedders"] = _Embedders(settings)
+    client = ctx.setdefault("redis_client", Redis.from_url(settings.redis.url))
+    ctx.setdefault("store", Store(client, retention_seconds=settings.redis.retention_seconds))
+    if "catalog" not in ctx:
+        shipped = RiskRegistry.load(settings.risk.models_dir)
+        ctx["catalog"] = ModelCatalog(shipped, open_db(get_review_settings().db_path), settings.risk.model)
+    embedders: Embedders = ctx.setdefault("embedders", Embedders(settings))
     check_embedding_models(
-        ctx["registry"],
+        ctx["catalog"].shipped,
         [settings.risk.model, settings.risk.routing_model],
-        ctx["embedders"].peer_signature.get("model_id"),
+        embedders.peer_signature.get("model_id"),
     )
-    ctx["length_models"] = {}
-    ctx["critical"] = default_checker()
-    ctx["llm"] = LLMClient.from_settings(settings.llm, cache=ResponseCache(redis)) if settings.llm.configured else None
-    ctx["llm_panel"] = load_panel(settings.llm.panel, panels_dir=Path(settings.risk.models_dir) / "panels")
-    ctx["http"] = httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=3.0), follow_redirects=False)
-    logger.info(
-        "worker ready: peer embedding %s, LLM %s", ctx["embedders"].peer_signature, "on" if ctx["llm"] else "off"
-    )
+    ctx.setdefault("indexes", Indexes(settings.index.path))
+    ctx.setdefault("length_models", {})
+    ctx.setdefault("critical", default_checker())
+    if "llm" not in ctx:
+        ctx["llm"] = (
+            LLMClient.from_settings(settings.llm, cache=ResponseCache(client)) if settings.llm.configured else None
+        )
+    ctx.setdefault("llm_panel", load_panel(settings.llm.panel, panels_dir=Path(settings.risk.models_dir) / "panels"))
+    ctx.setdefault("http", httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=3.0), follow_redirects=False))
+    logger.info("worker ready: peer embedding %s, LLM %s", embedders.peer_signature, "on" if ctx["llm"] else "off")
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:
@@ -123,14 +183,56 @@ def _length_model(ctx: dict[str, Any], src: str, tgt: str) -> Any:
     return cache[(src, tgt)]
 
 
-async def _fail_or_retry(ctx: dict[str, Any], tenant: str, aid: str, exc: Exception, max_tries: int) -> None:
-    """Transient upstream trouble is retried with a growing delay; the last try records the failure visibly."""
+# --------------------------------------------------------------------------------------------------- failures
+
+
+def _reason(exc: BaseException) -> str:
+    return exc.detail if isinstance(exc, TriskError) else f"{type(exc).__name__}: {exc}"
+
+
+async def _on_failure(ctx: dict[str, Any], state: AssessmentState, exc: Exception) -> str:
+    """Retry what may pass (transient errors, or anything once the result is written: only the tail is left);
+    otherwise, or on the last try, record the failure where the client sees it."""
+    store: Store = ctx["store"]
+    meta = state.meta
     tries = int(ctx.get("job_try", 1))
-    if isinstance(exc, UpstreamError) and tries < max_tries:
-        raise Retry(defer=min(60, 2**tries)) from exc
-    reason = exc.detail if isinstance(exc, TriskError) else f"{type(exc).__name__}: {exc}"
-    logger.error("assessment %s failed on try %s: %s", aid, tries, reason)
-    await ctx["store"].mark_failed(tenant, aid, reason)
+    final = state.final
+    if final is None:
+        try:
+            final = await store.get_final(meta.tenant, meta.id)
+        except Exception:  # Redis itself is failing: decide on what we know
+            final = None
+    if final is not None:
+        if tries < MAX_TRIES:
+            logger.warning("assessment %s: tail failed on try %s, retrying: %s", meta.id, tries, _reason(exc))
+            raise Retry(defer=retry_delay(tries)) from exc
+        logger.error("assessment %s: tail failed on the last try: %s", meta.id, _reason(exc))
+        await store.mark_tail_failed(meta.tenant, meta.id, _reason(exc))
+        return "done; tail failed"
+    if isinstance(exc, TRANSIENT) and tries < MAX_TRIES:
+        logger.warning("assessment %s: try %s failed, retrying: %s", meta.id, tries, _reason(exc))
+        raise Retry(defer=retry_delay(tries)) from exc
+    logger.error("assessment %s failed on try %s: %s", meta.id, tries, _reason(exc))
+    await store.mark_failed(meta.tenant, meta.id, _reason(exc))
+    return "failed"
+
+
+async def _load(ctx: dict[str, Any], tenant: str, aid: str) -> AssessmentState | None:
+    try:
+        return await ctx["store"].get(tenant, aid)
+    except NotFound:
+        return None  # expired or rolled back before the job ran
+
+
+async def _gave_up(ctx: dict[str, Any], state: AssessmentState) -> bool:
+    """A delivery beyond MAX_TRIES happens only when a worker was lost during the last try: record it and stop."""
+    if int(ctx.get("job_try", 1)) <= MAX_TRIES:
+        return False
+    if state.final is None:
+        await ctx["store"].mark_failed(
+            state.meta.tenant, state.meta.id, f"gave up after {MAX_TRIES} tries: the worker running it was lost"
+        )
+    return True
 
 
 # ----------------------------------------------------------------------------------------------------------- jobs
@@ -138,32 +240,50 @@ async def _fail_or_retry(ctx: dict[str, Any], tenant: str, aid: str, exc: Except
 
 async def assess_cheap(ctx: dict[str, Any], tenant: str, aid: str) -> str:
     store: Store = ctx["store"]
-    try:
-        state = await store.get(tenant, aid)
-    except NotFound:
-        return "gone"  # expired or rolled back before the job ran
-    if state.final is not None or state.failed is not None:
+    state = await _load(ctx, tenant, aid)
+    if state is None:
+        return "gone"
+    if state.failed is not None:
+        return "failed earlier"
+    if state.tail_done:
         return "already finished"
+    if await _gave_up(ctx, state):
+        return "gave up"
     try:
-        if state.cheap is None:
-            await store.mark_started(tenant, aid)
-            state.cheap = await asyncio.to_thread(_run_cheap, ctx, state)
-            await store.put_cheap(tenant, aid, state.cheap)
-        if "llm" in state.meta.parts:
-            await ctx["redis"].enqueue_job("assess_llm", tenant, aid, _job_id=f"{aid}:llm")
-            return "cheap done; llm queued"
+        if state.final is None:
+            if state.cheap is None:
+                await store.mark_started(tenant, aid)
+                part = await _run_cheap(ctx, state)
+                if not await store.put_cheap(tenant, aid, part):
+                    part = (await store.get(tenant, aid)).cheap or part  # another delivery wrote it first
+                state.cheap = part
+            if "llm" in state.meta.parts:
+                await ctx["redis"].enqueue_job("assess_llm", tenant, aid, _job_id=f"{aid}:llm")
+                return "cheap done; llm queued"
         await finalize(ctx, state)
     except Retry:
         raise
     except Exception as exc:
-        await _fail_or_retry(ctx, tenant, aid, exc, max_tries=3)
-        return "failed"
+        return await _on_failure(ctx, state, exc)
     return "done"
 
 
-def _run_cheap(ctx: dict[str, Any], state: AssessmentState) -> Any:
+async def _run_cheap(ctx: dict[str, Any], state: AssessmentState) -> CheapPart:
+    novelty, index_signature = state.meta.novelty, None
+    if isinstance(novelty, NoveltyPending):
+        req = state.meta.request
+        indexes = await ctx["indexes"].get()
+        novelty, index_signature = await asyncio.to_thread(source_novelty, indexes, req.source.text, req.source.lang)
+    part = await asyncio.to_thread(_cheap_part, ctx, state, novelty)
+    if isinstance(state.meta.novelty, NoveltyPending):
+        part.novelty = novelty
+        part.signature.index = index_signature
+    return part
+
+
+def _cheap_part(ctx: dict[str, Any], state: AssessmentState, novelty: Any) -> CheapPart:
     req = state.meta.request
-    embedders: _Embedders = ctx["embedders"]
+    embedders: Embedders = ctx["embedders"]
     wants_source = "source_distance" in state.meta.checks
     part = cheap_tier(
         source_text=req.source.text,
@@ -171,13 +291,13 @@ def _run_cheap(ctx: dict[str, Any], state: AssessmentState) -> Any:
         target_lang=req.target_lang,
         candidates=req.candidates,
         checks=state.meta.checks,
-        novelty=state.meta.novelty,
+        novelty=novelty,
         peer_embedder=embedders.peer,
         source_embedder=embedders.source() if wants_source else None,
         embedder_signature=embedders.signature(wants_source),
         length_model=_length_model(ctx, req.source.lang, req.target_lang),
         critical=ctx["critical"],
-        registry=ctx["registry"],
+        registry=ctx["catalog"].shipped,
         routing_model=ctx["settings"].risk.routing_model,
     )
     for outcome in part.candidates.values():  # say why an encoder was missing, not just that it was
@@ -201,16 +321,19 @@ async def assess_llm(ctx: dict[str, Any], tenant: str, aid: str) -> str:
     from service.core.llm import CascadeItem, run_cascade
 
     store: Store = ctx["store"]
-    try:
-        state = await store.get(tenant, aid)
-    except NotFound:
+    state = await _load(ctx, tenant, aid)
+    if state is None:
         return "gone"
-    if state.final is not None or state.failed is not None:
+    if state.failed is not None:
+        return "failed earlier"
+    if state.tail_done:
         return "already finished"
     if state.cheap is None:
         raise Retry(defer=2)  # the cheap part is not stored yet (should not happen: it enqueues us)
+    if await _gave_up(ctx, state):
+        return "gave up"
     try:
-        if state.llm is None:
+        if state.final is None and state.llm is None:
             req = state.meta.request
             items = [
                 CascadeItem(
@@ -232,101 +355,98 @@ async def assess_llm(ctx: dict[str, Any], tenant: str, aid: str) -> str:
                 gemba="gemba" in state.meta.checks,
                 backtranslation="backtranslation" in state.meta.checks,
             )
-            state.llm = _llm_part(ctx, result)
-            await store.put_llm(tenant, aid, state.llm)
+            part = _llm_part(ctx, result)
+            if not await store.put_llm(tenant, aid, part):
+                part = (await store.get(tenant, aid)).llm or part
+            state.llm = part
         await finalize(ctx, state)
     except Retry:
         raise
     except Exception as exc:
-        await _fail_or_retry(ctx, tenant, aid, exc, max_tries=3)
-        return "failed"
+        return await _on_failure(ctx, state, exc)
     return "done"
 
 
 def _llm_part(ctx: dict[str, Any], result: Any) -> LLMPart:
+    from service.core.llm import (
+        BACKTRANSLATION_PROMPT_HASH,
+        BACKTRANSLATION_PROMPT_VERSION,
+        GEMBA_PROMPT_HASH,
+        GEMBA_PROMPT_VERSION,
+    )
+
     candidates: dict[str, CandidateOutcome] = {}
     for c in result.candidates:
-        flags = list(c.gemba_result.flags) if getattr(c, "gemba_result", None) is not None else []
+        flags = list(c.gemba_result.flags) if c.gemba_result is not None else []
         candidates[c.id] = CandidateOutcome(
             signals={"gemba_mean_risk": c.gemba, "backtranslation_chrf_risk": c.backtranslation}, flags=flags
         )
     panel = ctx["llm_panel"]
-    from service.core.llm import BACKTRANSLATION_PROMPT_HASH, GEMBA_PROMPT_HASH, GEMBA_PROMPT_VERSION
-
-    signature = {
-        "panel": panel.name,
-        "panel_version": panel.version,
-        "judges": [j.model for j in panel.judges],
-        "gemba_prompt": {"version": GEMBA_PROMPT_VERSION, "hash": GEMBA_PROMPT_HASH},
-        "backtranslation_prompt_hash": BACKTRANSLATION_PROMPT_HASH,
-        "temperature": ctx["settings"].llm.temperature,
-    }
-    details = {c.id: msgspec.to_builtins(c) for c in result.candidates}
+    signature = LLMSignature(
+        panel=panel.name,
+        panel_version=panel.version,
+        judges=[j.model for j in panel.judges],
+        gemba_prompt=PromptVersion(GEMBA_PROMPT_VERSION, GEMBA_PROMPT_HASH),
+        backtranslation_prompt=PromptVersion(BACKTRANSLATION_PROMPT_VERSION, BACKTRANSLATION_PROMPT_HASH),
+        temperature=ctx["settings"].llm.temperature,
+    )
     return LLMPart(
         finished_at=time.time(),
         candidates=candidates,
         signature=signature,
-        cost=msgspec.to_builtins(result.cost),
-        plan={"plan": msgspec.to_builtins(result.plan), "details": details},
+        cost=result.cost,
+        plan=result.plan,
+        details={c.id: c for c in result.candidates},
     )
 
 
 async def finalize(ctx: dict[str, Any], state: AssessmentState) -> None:
-    """Risk, budget rank and flags, written once; then the review queue and the callback."""
+    """The final part (risk, budget rank, flags), written once; then the tail, which any delivery may repeat."""
     assert state.cheap is not None
     meta = state.meta
     store: Store = ctx["store"]
-    model_name = await _active_model(ctx, meta.tenant)
-    risks = final_risks(meta.request.candidates, state.cheap, state.llm, ctx["registry"], model_name)
-    by_rule: dict[str, list[float]] = {}
-    for c in meta.request.candidates:
-        by_rule.setdefault(risks[c.id][1].rule, [])
-    seen: dict[str, SeenScores] = {}
-    for rule in by_rule:
-        scores = [risks[c.id][1].score for c in meta.request.candidates]
-        total, below = await store.seen_counts(meta.tenant, rule, scores)
-        seen[rule] = SeenScores(total, below)
-    part = final_part(meta.request.candidates, state.cheap, risks, seen)
-    if not await store.put_final(meta.tenant, meta.id, part):
-        return  # another delivery of this job finished first
-    state.final = part
-    members: dict[str, dict[str, float]] = {}
-    for c in meta.request.candidates:
-        _, result, _, _ = risks[c.id]
-        if result.forced_by_flag is None:
-            members.setdefault(result.rule, {})[f"{meta.id}:{c.id}"] = result.score
-    for rule, m in members.items():
-        await store.record_scores(meta.tenant, rule, m)
-    await _after_final(ctx, state)
+    if state.final is None:
+        registry, model_name = await asyncio.to_thread(ctx["catalog"].active_model, meta.tenant)
+        scored = final_risks(meta.request.candidates, state.cheap, state.llm, registry, model_name)
+        seen: dict[str, SeenScores] = {}
+        for rule in sorted({sc.result.rule for sc in scored.values()}):
+            scores = [scored[c.id].result.score for c in meta.request.candidates]
+            total, below = await store.seen_counts(meta.tenant, rule, scores)
+            seen[rule] = SeenScores(total, below)
+        part = final_part(meta.request.candidates, state.cheap, scored, seen)
+        if not await store.put_final(meta.tenant, meta.id, part):
+            part = await store.get_final(meta.tenant, meta.id) or part  # another delivery finished first
+        state.final = part
+    if not state.tail_done:
+        await _tail(ctx, state)
+        await store.mark_tail_done(meta.tenant, meta.id)
+        state.tail_done = True
 
 
-async def _active_model(ctx: dict[str, Any], tenant: str) -> str:
-    """The tenant's activated risk model (calibration fits), else the configured default."""
-    from service.core.calibration import active_model_name
-    from service.core.review import get_review_settings, open_db
-
-    default = str(ctx["settings"].risk.model)
-    name = await asyncio.to_thread(active_model_name, open_db(get_review_settings().db_path), tenant, default)
-    registry: RiskRegistry = ctx["registry"]
-    if name not in registry.models and name not in registry.aliases:  # a model fitted after this worker started
-        ctx["registry"] = RiskRegistry.load(ctx["settings"].risk.models_dir)
-    return str(name)
-
-
-async def _after_final(ctx: dict[str, Any], state: AssessmentState) -> None:
+async def _tail(ctx: dict[str, Any], state: AssessmentState) -> None:
+    """Everything after the final write, each step idempotent: the unforced scores join the tenant's pool (ZADD of
+    fixed members), the candidates join the review queue (HSETNX), the callback job is queued (a fixed job id)."""
     from service.core.review import enqueue_for_review
 
+    assert state.final is not None
+    meta = state.meta
+    members: dict[str, dict[str, float]] = {}
+    for cid, row in state.final.candidates.items():
+        if row.risk.forced_severity is None:
+            members.setdefault(row.risk.rule, {})[f"{meta.id}:{cid}"] = row.risk.score
+    for rule, m in sorted(members.items()):
+        await ctx["store"].record_scores(meta.tenant, rule, m)
     await enqueue_for_review(
-        ctx["redis"], state.meta.tenant, state, retention_seconds=ctx["settings"].redis.retention_seconds
+        ctx["redis"], meta.tenant, state, retention_seconds=ctx["settings"].redis.retention_seconds
     )
-    if state.meta.request.callback_url:
-        await ctx["redis"].enqueue_job(
-            "deliver_callback", state.meta.tenant, state.meta.id, _job_id=f"{state.meta.id}:callback"
-        )
+    if meta.request.callback_url:
+        await ctx["redis"].enqueue_job("deliver_callback", meta.tenant, meta.id, _job_id=f"{meta.id}:callback")
 
 
 async def deliver_callback(ctx: dict[str, Any], tenant: str, aid: str) -> str:
     """POST the finished assessment to its callback URL; failures are recorded on the assessment, never silent."""
+    import msgspec
+
     store: Store = ctx["store"]
     try:
         state = await store.get(tenant, aid)
@@ -339,8 +459,11 @@ async def deliver_callback(ctx: dict[str, Any], tenant: str, aid: str) -> str:
     max_tries = ctx["settings"].jobs.callback_max_tries
     backoff = ctx["settings"].jobs.callback_backoff_seconds
     cb.attempts += 1
+    body = msgspec.json.encode(render_assessment(state))
     try:
-        resp = await ctx["http"].post(cb.url, json=render_assessment(state), headers={"User-Agent": "trisk-callback"})
+        resp = await ctx["http"].post(
+            cb.url, content=body, headers={"User-Agent": "trisk-callback", "Content-Type": "application/json"}
+        )
         if resp.status_code >= 300:
             raise httpx.HTTPStatusError(f"callback answered {resp.status_code}", request=resp.request, response=resp)
     except httpx.HTTPError as exc:
@@ -355,3 +478,10 @@ async def deliver_callback(ctx: dict[str, Any], tenant: str, aid: str) -> str:
     cb.last_error = None
     await store.put_callback(tenant, aid, cb)
     return "delivered"
+
+
+async def adjudicate(ctx: dict[str, Any], tenant: str, adjudication_id: str) -> str:
+    """Run a queued reference-aided adjudication with the shared (cached) LLM client and store its record once."""
+    from service.core.review.adjudication_jobs import run_adjudication
+
+    return await run_adjudication(ctx, tenant, adjudication_id)

@@ -6,7 +6,7 @@ from arq.connections import RedisSettings
 from arq.worker import func
 
 from service.core.settings import get_settings
-from workers.jobs import assess_cheap, assess_llm, deliver_callback, shutdown, startup
+from workers.jobs import MAX_TRIES, adjudicate, assess_cheap, assess_llm, deliver_callback, shutdown, startup
 
 __all__ = ["WorkerSettings"]
 
@@ -14,15 +14,16 @@ _settings = get_settings()
 
 
 class WorkerSettings:
-    """A plain arq settings class; every job is idempotent (keyed by assessment and part) and retried at most
-    ``max_tries`` times."""
+    """A plain arq settings class; every job is idempotent (keyed by assessment and part). Assessment jobs get one
+    delivery beyond their own ``MAX_TRIES`` so a worker lost on the last try still leaves a final state."""
 
     functions = [  # arq reads these class attributes
-        func(assess_cheap, name="assess_cheap", timeout=120, max_tries=3),
-        func(assess_llm, name="assess_llm", timeout=900, max_tries=3),
+        func(assess_cheap, name="assess_cheap", timeout=120, max_tries=MAX_TRIES + 1),
+        func(assess_llm, name="assess_llm", timeout=900, max_tries=MAX_TRIES + 1),
         func(
             deliver_callback, name="deliver_callback", timeout=30, max_tries=max(1, _settings.jobs.callback_max_tries)
         ),
+        func(adjudicate, name="adjudicate", timeout=600, max_tries=MAX_TRIES),
     ]
     on_startup = startup
     on_shutdown = shutdown

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 
 from litestar import Litestar
 from litestar.config.app import AppConfig
+from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.plugins import InitPluginProtocol
 from redis.asyncio import Redis
@@ -18,11 +19,16 @@ from service import __version__
 from service.app.assessments.controllers import AssessmentController
 from service.app.batches.controllers import BatchController
 from service.app.calibration.controllers import CalibrationController
+from service.app.deps import dependencies
 from service.app.health.controllers import HealthController
 from service.app.novelty.controllers import NoveltyController
 from service.app.problems import exception_handlers
-from service.app.resources import Resources, load_indexes, open_queue
+from service.app.resources import Resources, open_queue
 from service.app.review.controllers import AdjudicationController, ReviewController
+from service.core.novelty import load_indexes
+from service.core.review import get_review_settings, open_db
+from service.core.risk import RiskRegistry
+from service.core.risk_catalog import ModelCatalog
 from service.core.settings import Settings
 
 __all__ = ["TriskPlugin"]
@@ -33,9 +39,15 @@ logger = logging.getLogger("trisk")
 class TriskPlugin(InitPluginProtocol):
     """Registers controllers, the error mapping and the resources lifespan on an app config."""
 
-    def __init__(self, settings: Settings, resources: Resources | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        resources: Resources | None = None,
+        dependency_overrides: dict[str, Provide] | None = None,
+    ) -> None:
         self.settings = settings
         self.resources = resources
+        self.dependency_overrides = dependency_overrides or {}
 
     def on_app_init(self, app_config: AppConfig) -> AppConfig:
         app_config.route_handlers.extend(
@@ -49,6 +61,7 @@ class TriskPlugin(InitPluginProtocol):
                 CalibrationController,
             ]
         )
+        app_config.dependencies.update({**dependencies(), **self.dependency_overrides})
         app_config.exception_handlers.update(exception_handlers)
         app_config.lifespan.append(self._lifespan)
         app_config.openapi_config = OpenAPIConfig(
@@ -78,6 +91,11 @@ class TriskPlugin(InitPluginProtocol):
         owns_queue = resources.queue is None
         if owns_queue:
             resources.queue = await open_queue(self.settings)
+        if resources.db is None:
+            resources.db = open_db(get_review_settings().db_path)
+        if resources.catalog is None:
+            shipped = RiskRegistry.load(self.settings.risk.models_dir)
+            resources.catalog = ModelCatalog(shipped, resources.db, self.settings.risk.model)
         app.state.resources = resources
         try:
             yield

@@ -6,30 +6,34 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from redis.asyncio import Redis
 
 from service.core.errors import NotReady, UnknownLanguage
 from service.core.novelty import NoveltyIndex
+from service.core.review.db import ReviewDB
+from service.core.risk_catalog import ModelCatalog
 from service.core.settings import Settings
 from service.core.text import get_normaliser
 
-__all__ = ["Resources", "load_indexes", "open_queue"]
+__all__ = ["Resources", "open_queue"]
 
 logger = logging.getLogger("trisk.resources")
 
 
 @dataclass
 class Resources:
-    """What request handlers need: the novelty indexes (one per language), Redis, the job queue."""
+    """What request handlers need: the novelty indexes (one per language), Redis, the job queue, the durable store
+    and the risk-model catalog (handlers receive them as dependencies, ``service.app.deps``)."""
 
     settings: Settings
     indexes: dict[str, NoveltyIndex] = field(default_factory=dict)
     index_errors: dict[str, str] = field(default_factory=dict)
     redis: Redis | None = None
     queue: Any = None  # arq.ArqRedis, typed loosely to keep arq out of the core
+    db: ReviewDB | None = None
+    catalog: ModelCatalog | None = None
     started_at: float = field(default_factory=time.time)
     load_seconds: float = 0.0
 
@@ -44,25 +48,6 @@ class Resources:
                 extra={"indexed_languages": sorted(self.indexes)},
             )
         return index
-
-
-def load_indexes(paths: str) -> tuple[dict[str, NoveltyIndex], dict[str, str]]:
-    """Load every artifact named in a comma-separated list; a missing one is reported, not fatal."""
-    indexes: dict[str, NoveltyIndex] = {}
-    errors: dict[str, str] = {}
-    for raw in paths.split(","):
-        path = raw.strip()
-        if not path:
-            continue
-        try:
-            index = NoveltyIndex.load(Path(path))
-        except Exception as exc:  # a broken artifact must not stop the service: ready reports it
-            errors[path] = f"{type(exc).__name__}: {exc}"
-            logger.error("novelty index %s not loaded: %s", path, exc)
-            continue
-        indexes[index.lang] = index
-        logger.info("novelty index %s loaded: %s passages, signature %s", path, len(index), index.signature_id)
-    return indexes, errors
 
 
 async def open_queue(settings: Settings) -> Any:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import time
 import zipfile
 from dataclasses import asdict, dataclass, field
@@ -27,6 +28,8 @@ from service.core.errors import InputError, NotFound
 from service.core.ngrams import char_ngram_hashes, mix64, token_ngram_hashes
 from service.core.text import get_normaliser
 
+logger = logging.getLogger("trisk.novelty")
+
 __all__ = [
     "COMPONENTS",
     "IndexParams",
@@ -34,6 +37,7 @@ __all__ = [
     "NoveltyResult",
     "build_index",
     "combine",
+    "load_indexes",
 ]
 
 FORMAT_VERSION = 1
@@ -659,3 +663,22 @@ def _params_from_json(d: dict[str, object]) -> IndexParams:
     d = dict(d)
     filters = FilterRules(**d.pop("filters"))  # type: ignore[arg-type]
     return IndexParams(filters=filters, **d)  # type: ignore[arg-type]
+
+
+def load_indexes(paths: str) -> tuple[dict[str, NoveltyIndex], dict[str, str]]:
+    """Load every artifact named in a comma-separated list; a missing one is reported, not fatal."""
+    indexes: dict[str, NoveltyIndex] = {}
+    errors: dict[str, str] = {}
+    for raw in paths.split(","):
+        path = raw.strip()
+        if not path:
+            continue
+        try:
+            index = NoveltyIndex.load(Path(path))
+        except Exception as exc:  # a broken artifact must not stop the service: ready reports it
+            errors[path] = f"{type(exc).__name__}: {exc}"
+            logger.error("novelty index %s not loaded: %s", path, exc)
+            continue
+        indexes[index.lang] = index
+        logger.info("novelty index %s loaded: %s passages, signature %s", path, len(index), index.signature_id)
+    return indexes, errors

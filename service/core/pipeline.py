@@ -8,24 +8,33 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import msgspec
 import numpy as np
 
+from service.core.budget import SeenScores, budget_of
 from service.core.errors import NotFound
-from service.core.records import CandidateIn, CandidateOutcome, CheapPart, FinalPart, LLMPart
+from service.core.novelty_report import NoveltySkipped, NoveltyValue, SourceNovelty
+from service.core.records import (
+    CandidateFinal,
+    CandidateIn,
+    CandidateOutcome,
+    CheapPart,
+    CheapSignature,
+    FinalPart,
+    LLMPart,
+    Routing,
+    merged_outcome,
+)
 from service.core.risk import RiskModel, RiskRegistry, RiskResult, score
 from service.core.signals import LengthModel, compute_signals
 from service.core.types import Flag, SignalResult, SignalSkipped, SignalValue
 
 __all__ = [
     "Embedder",
-    "SeenScores",
-    "budget_of",
+    "Scored",
     "cheap_tier",
     "check_embedding_models",
     "final_part",
     "final_risks",
-    "tier_of",
 ]
 
 GEMBA_SIGNAL = "gemba_mean_risk"
@@ -53,10 +62,12 @@ def _maybe(registry: RiskRegistry, name: str) -> RiskModel | None:
         return None
 
 
-def _novelty_signal(novelty: dict[str, Any]) -> SignalResult:
-    if novelty.get("status") == "value":
-        return SignalValue(value=float(novelty["index"]), detail={"band": novelty.get("band")})
-    return SignalSkipped(reason=str(novelty.get("reason", "novelty not computed")))
+def _novelty_signal(novelty: SourceNovelty) -> SignalResult:
+    if isinstance(novelty, NoveltyValue):
+        return SignalValue(value=float(novelty.index), detail={"band": novelty.band})
+    if isinstance(novelty, NoveltySkipped):
+        return SignalSkipped(reason=novelty.reason)
+    return SignalSkipped(reason="novelty not computed")
 
 
 def cheap_tier(
@@ -66,7 +77,7 @@ def cheap_tier(
     target_lang: str,
     candidates: Sequence[CandidateIn],
     checks: Sequence[str],
-    novelty: dict[str, Any],
+    novelty: SourceNovelty,
     peer_embedder: Embedder | None,
     source_embedder: Embedder | None,
     embedder_signature: dict[str, Any],
@@ -118,15 +129,14 @@ def cheap_tier(
         outcomes[c.id] = CandidateOutcome(signals=signals, flags=flags)
         if router is not None:
             routing[c.id] = score(router, signals, flags, registry=registry).score
-    signature: dict[str, object] = {
-        "embedding": embedder_signature,
-        "critical": None if critical is None else critical.signature,
-        "length_model": None
+    signature = CheapSignature(
+        embedding=dict(embedder_signature),
+        critical=None if critical is None else dict(critical.signature),
+        length_model=None
         if length_model is None
         else f"{length_model.source_lang}-{length_model.target_lang}@{length_model.version}",
-    }
-    if router is not None:
-        signature["routing_model"] = router.rule
+        routing_model=None if router is None else router.rule,
+    )
     return CheapPart(finished_at=time.time(), candidates=outcomes, signature=signature, routing=routing)
 
 
@@ -145,50 +155,14 @@ def check_embedding_models(registry: RiskRegistry, names: Sequence[str], peer_mo
             )
 
 
-def tier_of(percentile: float) -> str:
-    """Budget tier of a percentile on a 0-100 scale (top 1% = 99 and above)."""
-    for tier, lower in (("top_1", 99.0), ("top_5", 95.0), ("top_10", 90.0), ("top_20", 80.0)):
-        if percentile >= lower:
-            return tier
-    return "rest"
-
-
 @dataclass(frozen=True)
-class SeenScores:
-    """How many scores of one model version the service has produced, and how many lie at or below each value."""
+class Scored:
+    """One candidate scored for its final result: the model that scored it (after any fallback), the result and
+    every flag of both tiers."""
 
-    total: int
-    at_or_below: list[int]
-
-
-def budget_of(model: RiskModel, value: float, forced: bool, seen_total: int, seen_below: int) -> dict[str, Any]:
-    """Percentile against the model's reference distribution plus the scores seen in service, pooled by count.
-
-    The reference (the dev half, ~7,600 scores as 1,001 quantiles) anchors the scale on day one; every score the
-    service produces joins it, so after a while the rank reflects the team's own traffic. A hard-flagged candidate
-    is forced to the 100th percentile.
-    """
-    if forced:
-        return {"percentile": 100.0, "tier": "top_1", "reference_n": 0, "seen_n": seen_total, "forced": True}
-    ref = model.reference
-    ref_n = ref.n if ref is not None else 0
-    ref_below = 0.0
-    if ref is not None and ref.quantiles:
-        q = np.asarray(ref.quantiles)
-        ref_below = float(np.searchsorted(q, value, side="right")) / len(q) * ref_n
-    total = ref_n + seen_total
-    pct = 100.0 * (ref_below + seen_below) / total if total else 50.0
-    pct = round(min(max(pct, 0.0), 100.0), 3)
-    return {"percentile": pct, "tier": tier_of(pct), "reference_n": ref_n, "seen_n": seen_total, "forced": False}
-
-
-def _risk_dict(r: RiskResult) -> dict[str, Any]:
-    d = msgspec.to_builtins(r)
-    d.pop("percentile", None)
-    d.pop("tier", None)
-    d["score"] = round(float(r.score), 6)
-    d["components"] = {k: round(float(v), 6) for k, v in r.components.items()}
-    return d
+    model: RiskModel
+    result: RiskResult
+    flags: list[Flag]
 
 
 def final_risks(
@@ -197,8 +171,8 @@ def final_risks(
     llm: LLMPart | None,
     registry: RiskRegistry,
     model_name: str,
-) -> dict[str, tuple[RiskModel, RiskResult, list[Flag], dict[str, Any]]]:
-    """Per candidate: the model that scored it, its result, its flags, its signals.
+) -> dict[str, Scored]:
+    """Every candidate scored, by candidate id.
 
     With GEMBA available for a candidate the final risk is the panel's mean risk (the research found adding novelty
     on top made the ranking worse); otherwise the default model, falling back to the single-candidate model when
@@ -206,45 +180,48 @@ def final_risks(
     """
     default = _maybe(registry, model_name)
     gemba_model = _maybe(registry, "gemba-mean-risk")
-    out: dict[str, tuple[RiskModel, RiskResult, list[Flag], dict[str, Any]]] = {}
+    out: dict[str, Scored] = {}
     for c in candidates:
-        part = cheap.candidates[c.id]
-        signals: dict[str, SignalResult] = dict(part.signals)
-        flags = list(part.flags)
-        if llm is not None and c.id in llm.candidates:
-            signals.update(llm.candidates[c.id].signals)
-            flags.extend(llm.candidates[c.id].flags)
+        merged = merged_outcome(c.id, cheap, llm)
         model = default
-        if gemba_model is not None and isinstance(signals.get(GEMBA_SIGNAL), SignalValue):
+        if gemba_model is not None and isinstance(merged.signals.get(GEMBA_SIGNAL), SignalValue):
             model = gemba_model
         if model is None:
             raise LookupError(f"risk model {model_name!r} is not in models/risk")
-        result = score(model, signals, flags, registry=registry)
+        result = score(model, merged.signals, merged.flags, registry=registry)
         used = _maybe(registry, result.rule.split("@", 1)[0]) or model
-        out[c.id] = (used, result, flags, signals)
+        out[c.id] = Scored(used, result, merged.flags)
     return out
 
 
 def final_part(
     candidates: Sequence[CandidateIn],
     cheap: CheapPart,
-    risks: dict[str, tuple[RiskModel, RiskResult, list[Flag], dict[str, Any]]],
+    scored: dict[str, Scored],
     seen: dict[str, SeenScores],
 ) -> FinalPart:
-    """Risk, routing, flags and budget rank per candidate; ``risks`` from ``final_risks``, ``seen`` the service's
-    counts per model rule (``SeenScores.at_or_below`` aligned with ``candidates``)."""
-    rows: dict[str, dict[str, Any]] = {}
+    """Risk, routing, flags and budget rank per candidate; ``scored`` from ``final_risks``, ``seen`` the tenant's
+    pool of each model version (``SeenScores.at_or_below`` aligned with ``candidates``)."""
+    rows: dict[str, CandidateFinal] = {}
     for i, c in enumerate(candidates):
-        model, result, flags, _ = risks[c.id]
-        s = seen.get(result.rule)
-        forced = result.forced_by_flag is not None
-        rows[c.id] = {
-            "risk": _risk_dict(result),
-            "routing": {"rule": cheap.signature.get("routing_model"), "score": round(cheap.routing[c.id], 6)}
+        sc = scored[c.id]
+        ref = sc.model.reference
+        s = seen.get(sc.result.rule) or SeenScores(0, [0] * len(candidates))
+        rows[c.id] = CandidateFinal(
+            risk=sc.result,
+            routing=Routing(rule=cheap.signature.routing_model, score=round(cheap.routing[c.id], 6))
             if c.id in cheap.routing
             else None,
-            "flags": msgspec.to_builtins(flags),
-            "budget": budget_of(model, result.score, forced, s.total if s else 0, s.at_or_below[i] if s else 0),
-        }
-    rules = sorted({r[1].rule for r in risks.values()})
-    return FinalPart(finished_at=time.time(), candidates=rows, signature={"risk_models": rules})
+            flags=sc.flags,
+            budget=budget_of(
+                ref.quantiles if ref is not None else [],
+                ref.n if ref is not None else 0,
+                sc.result.score,
+                sc.result.forced_severity is not None,
+                s.total,
+                s.at_or_below[i],
+            ),
+        )
+    return FinalPart(
+        finished_at=time.time(), candidates=rows, risk_models=sorted({sc.result.rule for sc in scored.values()})
+    )

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
+from service.core.budget import Budget
+from service.core.llm import CandidateChecks, CascadePlan, Cost
+from service.core.novelty_report import SourceNovelty
+from service.core.risk import RiskResult
 from service.core.types import Flag, SignalResult
 
 __all__ = [
@@ -17,13 +21,19 @@ __all__ = [
     "AssessmentRequest",
     "BatchMeta",
     "CallbackState",
+    "CandidateFinal",
     "CandidateIn",
     "CandidateOutcome",
     "CheapPart",
+    "CheapSignature",
     "FinalPart",
     "LLMPart",
+    "LLMSignature",
+    "PromptVersion",
+    "Routing",
     "SourceIn",
     "Status",
+    "merged_outcome",
 ]
 
 Status = Literal["pending", "running", "done", "failed"]
@@ -80,7 +90,7 @@ class AssessmentMeta(msgspec.Struct):
     created_at: float
     request: AssessmentRequest
     checks: list[str]
-    novelty: dict[str, object]
+    novelty: SourceNovelty
     parts: list[str]  # the worker parts that must finish: "cheap", then "llm" if LLM checks were asked for
     index_signature: str | None = None
     idempotency_key: str | None = None
@@ -88,30 +98,88 @@ class AssessmentMeta(msgspec.Struct):
 
 
 class CandidateOutcome(msgspec.Struct):
+    """What one tier computed for one candidate: signals (value or skip reason) and the flags that fired."""
+
     signals: dict[str, SignalResult]
     flags: list[Flag]
+
+
+def merged_outcome(candidate_id: str, cheap: CheapPart | None, llm: LLMPart | None) -> CandidateOutcome:
+    """The one merge of a candidate's tiers: the cheap tier's signals and flags, then the LLM tier's on top."""
+    signals: dict[str, SignalResult] = {}
+    flags: list[Flag] = []
+    for part in (cheap, llm):
+        outcome = part.candidates.get(candidate_id) if part is not None else None
+        if outcome is not None:
+            signals.update(outcome.signals)
+            flags.extend(outcome.flags)
+    return CandidateOutcome(signals=signals, flags=flags)
+
+
+class CheapSignature(msgspec.Struct):
+    """What the cheap tier's numbers depend on: encoders, critical-content lexicon, length model, routing rule."""
+
+    embedding: dict[str, Any]
+    critical: dict[str, Any] | None = None
+    length_model: str | None = None
+    routing_model: str | None = None
+    index: str | None = None  # signature id of the novelty index, when the worker computed the novelty
 
 
 class CheapPart(msgspec.Struct):
     finished_at: float
     candidates: dict[str, CandidateOutcome]
-    signature: dict[str, object]
+    signature: CheapSignature
     routing: dict[str, float]  # candidate id -> routing score (what the cascade ranks by)
+    # the source's novelty when the request left it to the worker (batch items), else None (it is in the meta)
+    novelty: SourceNovelty | None = None
+
+
+class PromptVersion(msgspec.Struct, frozen=True):
+    version: str
+    hash: str
+
+
+class LLMSignature(msgspec.Struct):
+    """What the LLM tier's numbers depend on: the panel and its judges, the prompts, the temperature."""
+
+    panel: str
+    panel_version: str
+    judges: list[str]
+    gemba_prompt: PromptVersion
+    backtranslation_prompt: PromptVersion
+    temperature: float
 
 
 class LLMPart(msgspec.Struct):
     finished_at: float
     candidates: dict[str, CandidateOutcome]
-    signature: dict[str, object]
-    cost: dict[str, object]
-    plan: dict[str, object]
+    signature: LLMSignature
+    cost: Cost
+    plan: CascadePlan
+    details: dict[str, CandidateChecks]  # candidate id -> what each judge answered
+
+
+class Routing(msgspec.Struct, frozen=True):
+    """The research's routing score (what the LLM cascade ranks by) and the rule that computed it."""
+
+    rule: str | None
+    score: float
+
+
+class CandidateFinal(msgspec.Struct):
+    """A candidate's final result: its risk and place in the one ranking, its flags, its budget rank."""
+
+    risk: RiskResult
+    routing: Routing | None
+    flags: list[Flag]
+    budget: Budget
 
 
 class FinalPart(msgspec.Struct):
     finished_at: float
-    # candidate id -> {"risk": {...}, "budget": {...}, "flags": [...]}
-    candidates: dict[str, dict[str, object]]
-    signature: dict[str, object]
+    candidates: dict[str, CandidateFinal]
+    risk_models: list[str]  # name@version of every model that scored a candidate
 
 
 class BatchMeta(msgspec.Struct):

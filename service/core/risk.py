@@ -5,38 +5,24 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal
 
 import msgspec
-import numpy as np
 
 from service.core.errors import InputError, NotFound
-from service.core.metrics import budget_count
+from service.core.ranking import forcing_flag, priority, rank_key
 from service.core.types import Flag, Severity, SignalResult, SignalSkipped, SignalValue
 
 __all__ = [
-    "TIERS",
     "HardFlagRule",
     "ReferenceDistribution",
     "RiskModel",
     "RiskRegistry",
     "RiskResult",
     "SignalWeight",
-    "Tier",
-    "forcing_flag",
     "load_model",
-    "percentile",
-    "rank_order",
     "score",
     "score_candidates",
-    "tier_of_percentile",
-    "tiers_within",
 ]
-
-Tier = Literal["top_1", "top_5", "top_10", "top_20", "rest"]
-# (tier, smallest percentile in it); a score at the 95th percentile or above is in the top 5%
-TIERS: tuple[tuple[Tier, float], ...] = (("top_1", 0.99), ("top_5", 0.95), ("top_10", 0.90), ("top_20", 0.80))
-_SEVERITY_ORDER: dict[str, int] = {"critical": 0, "major": 1, "minor": 2, "info": 3}
 
 
 class SignalWeight(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -104,10 +90,14 @@ class RiskModel(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
                 raise InputError(f"risk model {self.name!r}: signal {s.name!r} needs finite weight/mean and sd > 0")
 
 
-class RiskResult(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """One candidate's risk: the weighted-z score, which model produced it, and why."""
+class RiskResult(msgspec.Struct, frozen=True):
+    """One candidate's risk: the weighted-z score, its place in the one ranking, which model produced it, and why.
+
+    Sort by ``priority`` (descending): it puts forced candidates first, by severity, then everything by ``score``
+    (``service.core.ranking``); ``score`` alone ignores forcing flags."""
 
     score: float
+    priority: float
     rule: str  # name@version of the model that actually scored (after any fallback)
     components: dict[str, float]  # signal -> weight * z
     forced_by_flag: str | None = None  # the flag rule that put this candidate above all unflagged ones
@@ -115,8 +105,10 @@ class RiskResult(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     fallback_from: str | None = None  # the requested model, when its fallback scored instead
     fallback_reason: str | None = None
     missing: list[str] = msgspec.field(default_factory=list)  # terms counted at their reference mean
-    percentile: float | None = None  # against the scoring model's reference distribution
-    tier: Tier | None = None
+
+    @property
+    def rank_key(self) -> tuple[int, float]:
+        return rank_key(self.score, self.forced_severity)
 
 
 def load_model(path: str | Path) -> RiskModel:
@@ -153,44 +145,6 @@ class RiskRegistry:
         if model is None:
             raise NotFound(f"no risk model {name!r}", extra={"available": sorted(self.models)})
         return model
-
-
-def percentile(model: RiskModel, value: float) -> float | None:
-    """Share of the model's reference scores below ``value`` (0-1, interpolated between stored quantiles)."""
-    ref = model.reference
-    if ref is None or len(ref.quantiles) < 2:
-        return None
-    q = np.asarray(ref.quantiles, dtype=np.float64)
-    probs = np.linspace(0.0, 1.0, q.shape[0])
-    if value <= q[0]:
-        return 0.0
-    if value >= q[-1]:
-        return 1.0
-    # equal quantiles (ties in the reference) would make interp ambiguous; take the middle of the tied run
-    lo = float(np.interp(value, q, probs, left=0.0, right=1.0))
-    hi = float(1.0 - np.interp(-value, -q[::-1], probs, left=0.0, right=1.0))
-    return (lo + hi) / 2.0
-
-
-def tier_of_percentile(p: float | None) -> Tier | None:
-    """top_1 for the riskiest 1% (percentile >= 0.99), then top_5, top_10, top_20, else rest."""
-    if p is None:
-        return None
-    for tier, lower in TIERS:
-        if p >= lower:
-            return tier
-    return "rest"
-
-
-def forcing_flag(model: RiskModel, flags: Sequence[Flag]) -> Flag | None:
-    """The most severe flag that the model's hard-flag rule forces to the top, if any."""
-    rule = model.hard_flags
-    if not rule.force_to_top:
-        return None
-    hits = [f for f in flags if f.severity in rule.severities and (rule.rules is None or f.rule in rule.rules)]
-    if not hits:
-        return None
-    return min(hits, key=lambda f: _SEVERITY_ORDER.get(f.severity, 9))
 
 
 def _signals_of(candidate: object) -> tuple[Mapping[str, SignalResult], Sequence[Flag]]:
@@ -257,17 +211,16 @@ def score(
             z = max(-term.clip, min(term.clip, z))
         components[term.name] = term.weight * z
         total += components[term.name]
-    forced = forcing_flag(model, all_flags)
-    pct = 1.0 if forced is not None else percentile(model, total)
+    forced = forcing_flag(model.hard_flags, all_flags)
+    severity = None if forced is None else forced.severity
     return RiskResult(
         score=total,
+        priority=priority(total, severity),
         rule=model.rule,
         components=components,
         forced_by_flag=None if forced is None else forced.rule,
-        forced_severity=None if forced is None else forced.severity,
+        forced_severity=severity,
         missing=sorted(missing),
-        percentile=pct,
-        tier=tier_of_percentile(pct),
     )
 
 
@@ -276,29 +229,3 @@ def score_candidates(
 ) -> list[RiskResult]:
     """Score every candidate of a passage (``CandidateSignals`` from ``service.core.signals.compute_signals``)."""
     return [score(model, c, registry=registry) for c in candidates]
-
-
-def rank_order(results: Sequence[RiskResult]) -> list[int]:
-    """Indices from riskiest to safest: forced candidates first (critical before major), then by score; equal keys
-    keep input order (stable), so a ranking is reproducible."""
-
-    def key(i: int) -> tuple[int, int, float]:
-        r = results[i]
-        if r.forced_by_flag is not None:
-            return (0, _SEVERITY_ORDER.get(r.forced_severity or "info", 9), -r.score)
-        return (1, 0, -r.score)
-
-    return sorted(range(len(results)), key=key)
-
-
-def tiers_within(results: Sequence[RiskResult]) -> list[Tier]:
-    """Budget tiers relative to this batch itself (its top 1%, 5%, 10%, 20% by ``rank_order``; ceil counts), for
-    batches scored without a reference distribution or ranked only against each other."""
-    n = len(results)
-    order = rank_order(results)
-    out: list[Tier] = ["rest"] * n
-    for tier, lower in reversed(TIERS):
-        k = budget_count(n, round(1.0 - lower, 6))
-        for i in order[:k]:
-            out[i] = tier
-    return out

@@ -1,16 +1,18 @@
 """Redis persistence of assessments and batches, keyed by tenant; shared by the API and the workers.
 
 Layout (every key expires after the retention setting):
-  trisk:t:{tenant}:a:{id}       hash: meta, part:cheap, part:llm, final, started, failed, callback
+  trisk:t:{tenant}:a:{id}       hash: meta, part:cheap, part:llm, final, tail, tail_error, started, failed, callback
   trisk:t:{tenant}:idem:{key}   the assessment an Idempotency-Key created, with the request's hash
   trisk:t:{tenant}:b:{id}       hash: meta
   trisk:t:{tenant}:seen:{rule}  sorted set of risk scores the service has produced with one model version
-Workers write one hash field each, so parallel parts never overwrite each other; ``final`` is written once (HSETNX).
+Workers write one hash field each, so parallel parts never overwrite each other; ``final`` is written once (HSETNX)
+and ``tail`` marks that everything after it (scores pooled, review items, callback job) has been done.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +24,8 @@ from service.core.records import AssessmentMeta, BatchMeta, CallbackState, Cheap
 
 __all__ = ["AssessmentState", "Store", "request_hash"]
 
+logger = logging.getLogger("trisk.store")
+
 _enc = msgspec.json.Encoder()
 _meta_dec = msgspec.json.Decoder(AssessmentMeta)
 _batch_dec = msgspec.json.Decoder(BatchMeta)
@@ -29,6 +33,20 @@ _cheap_dec = msgspec.json.Decoder(CheapPart)
 _llm_dec = msgspec.json.Decoder(LLMPart)
 _final_dec = msgspec.json.Decoder(FinalPart)
 _cb_dec = msgspec.json.Decoder(CallbackState)
+
+
+# KEYS: idempotency key, assessment key. ARGV: claim json, meta json, callback json ('' = none), ttl (0 = none).
+# Returns the existing claim, or nil after writing the claim and the assessment together.
+_CREATE_IDEMPOTENT = """
+local prior = redis.call('GET', KEYS[1])
+if prior then return prior end
+local ttl = tonumber(ARGV[4])
+if ttl > 0 then redis.call('SET', KEYS[1], ARGV[1], 'EX', ttl) else redis.call('SET', KEYS[1], ARGV[1]) end
+redis.call('HSET', KEYS[2], 'meta', ARGV[2])
+if ARGV[3] ~= '' then redis.call('HSET', KEYS[2], 'callback', ARGV[3]) end
+if ttl > 0 then redis.call('EXPIRE', KEYS[2], ttl) end
+return false
+"""
 
 
 def request_hash(body: bytes) -> str:
@@ -46,6 +64,8 @@ class AssessmentState:
     started: bool = False
     failed: str | None = None
     callback: CallbackState | None = None
+    tail_done: bool = False
+    tail_error: str | None = None
 
     @property
     def status(self) -> Status:
@@ -65,6 +85,7 @@ class Store:
         # redis-py's stubs type commands as "Awaitable | value" for the sync/async union; we only use the async client
         self.redis: Any = redis
         self.ttl = retention_seconds if retention_seconds > 0 else None
+        self._create_idem = redis.register_script(_CREATE_IDEMPOTENT)
 
     @staticmethod
     def _a(tenant: str, aid: str) -> str:
@@ -83,23 +104,25 @@ class Store:
             pipe.expire(key, self.ttl)
 
     # -- idempotency
-    async def claim_idempotency(self, tenant: str, key: str, aid: str, body_sha: str) -> str | None:
-        """Reserve ``key`` for a new assessment; returns the existing assessment id when the same request was made
-        before, and raises Conflict when the key was used for a different request."""
-        value = _enc.encode({"id": aid, "sha": body_sha})
-        ok = await self.redis.set(self._idem(tenant, key), value, nx=True, ex=self.ttl)
-        if ok:
+    async def create_idempotent(self, meta: AssessmentMeta, key: str, body_sha: str) -> str | None:
+        """Claim an Idempotency-Key and write the assessment in one atomic step, so whoever sees the key also sees
+        the assessment. Returns the id of the assessment the key already names when the same request was made
+        before (nothing is written then); raises Conflict when the key was used for a different request."""
+        value = _enc.encode({"id": meta.id, "sha": body_sha})
+        callback = _enc.encode(CallbackState(url=meta.request.callback_url)) if meta.request.callback_url else b""
+        prior = await self._create_idem(
+            keys=[self._idem(meta.tenant, key), self._a(meta.tenant, meta.id)],
+            args=[value, _enc.encode(meta), callback, self.ttl or 0],
+        )
+        if prior is None:
             return None
-        raw = await self.redis.get(self._idem(tenant, key))
-        if raw is None:  # expired between the two calls: try once more
-            return await self.claim_idempotency(tenant, key, aid, body_sha)
-        prior = msgspec.json.decode(raw)
-        if prior["sha"] != body_sha:
+        claimed = msgspec.json.decode(prior)
+        if claimed["sha"] != body_sha:
             raise Conflict(
                 f"Idempotency-Key {key!r} was already used with a different request body",
-                extra={"assessment_id": prior["id"]},
+                extra={"assessment_id": claimed["id"]},
             )
-        return str(prior["id"])
+        return str(claimed["id"])
 
     async def release_idempotency(self, tenant: str, key: str) -> None:
         await self.redis.delete(self._idem(tenant, key))
@@ -153,15 +176,28 @@ class Store:
     async def mark_started(self, tenant: str, aid: str) -> None:
         await self.redis.hset(self._a(tenant, aid), "started", b"1")
 
-    async def put_cheap(self, tenant: str, aid: str, part: CheapPart) -> None:
-        await self.redis.hset(self._a(tenant, aid), "part:cheap", _enc.encode(part))
+    async def put_cheap(self, tenant: str, aid: str, part: CheapPart) -> bool:
+        """Write the cheap tier's part once; False when another delivery wrote it first."""
+        return bool(await self.redis.hsetnx(self._a(tenant, aid), "part:cheap", _enc.encode(part)))
 
-    async def put_llm(self, tenant: str, aid: str, part: LLMPart) -> None:
-        await self.redis.hset(self._a(tenant, aid), "part:llm", _enc.encode(part))
+    async def put_llm(self, tenant: str, aid: str, part: LLMPart) -> bool:
+        """Write the LLM tier's part once; False when another delivery wrote it first."""
+        return bool(await self.redis.hsetnx(self._a(tenant, aid), "part:llm", _enc.encode(part)))
 
     async def put_final(self, tenant: str, aid: str, part: FinalPart) -> bool:
-        """Write the final result once; False when another run of the job got there first."""
+        """Write the final result once; False when another run of the job got there first (its result stands)."""
         return bool(await self.redis.hsetnx(self._a(tenant, aid), "final", _enc.encode(part)))
+
+    async def get_final(self, tenant: str, aid: str) -> FinalPart | None:
+        raw = await self.redis.hget(self._a(tenant, aid), "final")
+        return None if raw is None else _final_dec.decode(raw)
+
+    async def mark_tail_done(self, tenant: str, aid: str) -> None:
+        await self.redis.hset(self._a(tenant, aid), "tail", b"done")
+
+    async def mark_tail_failed(self, tenant: str, aid: str, reason: str) -> None:
+        """The result stands, but what follows it (review items, callback) could not be done: say so."""
+        await self.redis.hset(self._a(tenant, aid), "tail_error", reason.encode())
 
     async def mark_failed(self, tenant: str, aid: str, reason: str) -> None:
         await self.redis.hset(self._a(tenant, aid), "failed", reason.encode())
@@ -198,12 +234,18 @@ class Store:
 
 
 def _state_of(fields: dict[bytes, bytes]) -> AssessmentState:
-    return AssessmentState(
-        meta=_meta_dec.decode(fields[b"meta"]),
-        cheap=_cheap_dec.decode(fields[b"part:cheap"]) if b"part:cheap" in fields else None,
-        llm=_llm_dec.decode(fields[b"part:llm"]) if b"part:llm" in fields else None,
-        final=_final_dec.decode(fields[b"final"]) if b"final" in fields else None,
-        started=b"started" in fields,
-        failed=fields[b"failed"].decode() if b"failed" in fields else None,
-        callback=_cb_dec.decode(fields[b"callback"]) if b"callback" in fields else None,
-    )
+    try:
+        return AssessmentState(
+            meta=_meta_dec.decode(fields[b"meta"]),
+            cheap=_cheap_dec.decode(fields[b"part:cheap"]) if b"part:cheap" in fields else None,
+            llm=_llm_dec.decode(fields[b"part:llm"]) if b"part:llm" in fields else None,
+            final=_final_dec.decode(fields[b"final"]) if b"final" in fields else None,
+            started=b"started" in fields,
+            failed=fields[b"failed"].decode() if b"failed" in fields else None,
+            callback=_cb_dec.decode(fields[b"callback"]) if b"callback" in fields else None,
+            tail_done=fields.get(b"tail") == b"done",
+            tail_error=fields[b"tail_error"].decode() if b"tail_error" in fields else None,
+        )
+    except msgspec.ValidationError as exc:
+        # written by an older version of the service: report it as unreadable rather than answering 500
+        raise NotFound(f"assessment stored in an older format that this version cannot read ({exc})") from exc

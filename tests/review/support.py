@@ -6,23 +6,31 @@ import time
 import uuid
 from typing import Any
 
-import msgspec
 from redis.asyncio import Redis
 
+from service.core.budget import Budget, tier_of
 from service.core.calibration import LabelledItem
+from service.core.llm import CascadePlan, Cost
+from service.core.novelty_report import NoveltySkipped
+from service.core.ranking import priority
 from service.core.records import (
     AssessmentMeta,
     AssessmentRequest,
+    CandidateFinal,
     CandidateIn,
     CandidateOutcome,
     CheapPart,
+    CheapSignature,
     FinalPart,
     LLMPart,
+    LLMSignature,
+    PromptVersion,
     SourceIn,
 )
 from service.core.review import enqueue_for_review, item_id_of
+from service.core.risk import RiskResult
 from service.core.store import AssessmentState, Store
-from service.core.types import Flag, SignalValue
+from service.core.types import Flag, Severity, SignalValue
 
 REDIS_URL = "redis://127.0.0.1:6379/15"
 
@@ -34,28 +42,20 @@ def candidate_row(
     score: float = 0.0,
     flags: list[Flag] | None = None,
     rule: str = "test-risk@1.0.0",
-) -> dict[str, Any]:
-    tier = (
-        "top_1"
-        if forced or pct >= 99
-        else "top_5"
-        if pct >= 95
-        else "top_10"
-        if pct >= 90
-        else ("top_20" if pct >= 80 else "rest")
+) -> CandidateFinal:
+    """A final row as the worker writes it: a forced candidate is forced by a major flag (``test_flag``)."""
+    severity: Severity | None = "major" if forced else None
+    percentile = 100.0 if forced else pct
+    risk = RiskResult(
+        score=score,
+        priority=priority(score, severity),
+        rule=rule,
+        components={},
+        forced_by_flag="test_flag" if forced else None,
+        forced_severity=severity,
     )
-    return {
-        "risk": {"score": score, "rule": rule, "components": {}, "missing": []},
-        "routing": None,
-        "flags": msgspec.to_builtins(flags or []),
-        "budget": {
-            "percentile": 100.0 if forced else pct,
-            "tier": tier,
-            "forced": forced,
-            "reference_n": 0,
-            "seen_n": 0,
-        },
-    }
+    budget = Budget(percentile=percentile, tier=tier_of(percentile), reference_n=0, seen_n=0, forced=forced)
+    return CandidateFinal(risk=risk, routing=None, flags=list(flags or []), budget=budget)
 
 
 async def write_assessment(
@@ -81,7 +81,7 @@ async def write_assessment(
         created_at=time.time(),
         request=req,
         checks=["embedding_distance"],
-        novelty={"status": "skipped", "reason": "test"},
+        novelty=NoveltySkipped(reason="test"),
         parts=["cheap"],
         batch_id=batch_id,
     )
@@ -94,7 +94,7 @@ async def write_assessment(
             )
             for c in cands
         },
-        signature={},
+        signature=CheapSignature(embedding={}),
         routing={},
     )
     await store.put_cheap(tenant, meta.id, cheap)
@@ -111,9 +111,17 @@ async def write_assessment(
                 )
                 for cid, sc in gemba.items()
             },
-            signature={},
-            cost={},
-            plan={},
+            signature=LLMSignature(
+                panel="test",
+                panel_version="t",
+                judges=[],
+                gemba_prompt=PromptVersion("t", "t"),
+                backtranslation_prompt=PromptVersion("t", "t"),
+                temperature=0.0,
+            ),
+            cost=Cost(),
+            plan=CascadePlan(budget_fraction=1.0, budget_candidates=0, max_calls=0, planned_calls=0, candidates=[]),
+            details={},
         )
         await store.put_llm(tenant, meta.id, llm)
     final = FinalPart(
@@ -124,7 +132,7 @@ async def write_assessment(
             )
             for c in cands
         },
-        signature={"risk_models": ["test-risk@1.0.0"]},
+        risk_models=["test-risk@1.0.0"],
     )
     await store.put_final(tenant, meta.id, final)
     state = await store.get(tenant, meta.id)

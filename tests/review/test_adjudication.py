@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from service.core.review import majority_label, parse_adjudication
 from service.core.settings import LLMSettings
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.review.conftest import make_client, make_settings
+from tests.worker_support import run_worker_burst
 
 NO, MI, MA = (
     '{"error": "no", "severity": "none"}',
@@ -76,10 +78,11 @@ def test_no_provider_stores_a_skipped_record(api: Any) -> None:
             "panel": "adj",
         },
     )
-    assert r.status_code == 201, r.text
+    assert r.status_code == 202, r.text
     body = r.json()
     assert body["status"] == "skipped" and body["label"] is None and "no LLM provider" in body["reason"]
     assert api.get(f"/v1/adjudications/{body['id']}").json()["status"] == "skipped"
+    assert [a["id"] for a in api.get("/v1/adjudications").json()] == [body["id"]]  # stored, no worker needed
 
 
 def test_panel_on_fake_server(
@@ -89,13 +92,22 @@ def test_panel_on_fake_server(
     fake.script("adj-a", [Reply(MA)])
     fake.script("adj-b", [Reply(f"```json\n{MA}\n```")])
     fake.script("adj-c", [Reply("I think it is fine.")])  # never valid: recorded as invalid
-    with make_client(make_settings(models_dir, llm), tenant, monkeypatch) as api:
+    settings = make_settings(models_dir, llm)
+    # a source of this run's own: the worker's response cache keeps answers across runs, keyed by prompt
+    source = f"Evaṃ me sutaṃ {uuid.uuid4().hex}."
+    with make_client(settings, tenant, monkeypatch) as api:
         r = api.post(
             "/v1/adjudications",
-            json={"source": "Evaṃ me sutaṃ.", "candidate": "Thus I did not hear.", "reference": "So I have heard."},
+            json={"source": source, "candidate": "Thus I did not hear.", "reference": "So I have heard."},
         )
-        assert r.status_code == 201, r.text
-        body = r.json()
+        assert r.status_code == 202, r.text
+        aid = r.json()["id"]
+        # the panel runs on a worker, not in the request: nothing was asked yet
+        assert r.json()["status"] == "pending" and fake.requests == []
+        assert api.get(f"/v1/adjudications/{aid}").json()["status"] == "pending"
+        assert api.get("/v1/adjudications").json() == []  # only stored records are listed
+        assert run_worker_burst(settings).jobs_failed == 0
+        body = api.get(f"/v1/adjudications/{aid}").json()
         assert body["status"] == "done" and body["label"] == "MAJOR"
         statuses = {j["judge_id"]: (j["status"], j["vote"]) for j in body["judges"]}
         assert statuses == {"ja": ("valid", "major"), "jb": ("valid", "major"), "jc": ("invalid", None)}
@@ -105,8 +117,10 @@ def test_panel_on_fake_server(
         fake.script("adj-b", [Reply(NO)])
         r2 = api.post(
             "/v1/adjudications",
-            json={"source": "Evaṃ me sutaṃ.", "candidate": "Thus.", "reference": "So I have heard."},
+            json={"source": source, "candidate": "Thus.", "reference": "So I have heard."},
         ).json()
+        run_worker_burst(settings)
+        r2 = api.get(f"/v1/adjudications/{r2['id']}").json()
         assert r2["status"] == "inconclusive" and r2["label"] is None and "could change" in r2["reason"]
         # panel labels are stored apart from human verdicts
         assert api.get("/v1/calibration/report").json()["labels"]["items"] == 0

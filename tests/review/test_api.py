@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from service.core.calibration import active_model_name
 from service.core.review import ReviewDB
 from service.core.store import AssessmentState
 from tests.review.conftest import make_client, make_settings
@@ -64,6 +63,7 @@ def test_claim_verdict_second_opinion_and_item_detail(api: Any, tenant: str) -> 
     assert detail["source"]["text"].startswith("Evaṃ") and detail["candidate"]["text"] == "So I have heard."
     assert [p["id"] for p in detail["peers"]] == ["b"]
     assert detail["judges"]["gemba_mean_risk"]["detail"]["scores"] == {"ja": 55.0, "jb": 80.0}
+    assert detail["judge_scores"] == {"ja": 55.0, "jb": 80.0}
     assert detail["budget"]["tier"] == "top_1" and detail["risk"]["rule"] == "test-risk@1.0.0"
     assert detail["item"]["status"] == "leased" and len(detail["verdicts"]) == 2
     assert api.delete(f"/v1/review/claims/{body['lease_id']}").json()["released"] == 0  # reviewed: not requeued
@@ -163,12 +163,13 @@ def test_fit_refuses_few_labels_then_fits_and_activates(api: Any, tenant: str, d
     assert out["active"] is False and out["model"].startswith("calibrated-")
     assert next(s["name"] for s in out["signals"]) == "s"
     assert out["fit"]["tenant"] == tenant and out["fit"]["n_items"] == 43 and "GroupKFold" in out["fit"]["folds"]
-    assert active_model_name(ReviewDB(db_path), tenant, "default") == "default"
+    assert ReviewDB(db_path).active(tenant) is None
     models = {m["name"]: m for m in api.get("/v1/calibration/models").json()}
     assert models[out["model"]]["active"] is False and models["test-risk"]["active"] is True
     act = api.post(f"/v1/calibration/models/{out['model']}/activate")
     assert act.status_code == 200, act.text
-    assert active_model_name(ReviewDB(db_path), tenant, "default") == out["model"]
+    active = ReviewDB(db_path).active(tenant)
+    assert active is not None and active.model_name == out["model"]
     assert api.post("/v1/calibration/models/nope/activate").status_code == 404
     rep = api.get("/v1/calibration/report").json()
     assert rep["model"]["name"] == out["model"]

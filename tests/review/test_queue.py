@@ -9,7 +9,7 @@ from redis.asyncio import Redis
 
 from service.core.errors import Conflict, InputError, NotFound
 from service.core.review import ReviewQueue, enqueue_for_review
-from service.core.types import Flag
+from service.core.types import Flag, SignalValue
 from tests.review.support import REDIS_URL, iid, write_assessment
 
 CANDS = [
@@ -58,7 +58,7 @@ async def test_budget_order_flagged_scope_and_filters(redis: Redis, tenant: str)
     # the worker hook is idempotent
     assert await enqueue_for_review(redis, tenant, st) == 0
     item = await q.item(tenant, iid(st, "b"))
-    assert item.tenant == tenant and item.passage == "mn1:1" and item.snapshot["signals"]["s"]["value"] == 2.0
+    assert item.tenant == tenant and item.passage == "mn1:1" and item.snapshot.signals["s"] == SignalValue(2.0)
 
 
 async def test_two_claimants_race_for_one_item(redis: Redis, tenant: str) -> None:

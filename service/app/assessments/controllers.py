@@ -8,10 +8,11 @@ from litestar import Controller, Request, Response, get, post
 from litestar.params import Parameter
 
 from service.app.assessments.schemas import AssessmentOut
-from service.app.assessments.services import accept_assessment, store_of
-from service.app.tenancy import current_tenant
+from service.app.assessments.services import accept_assessment
+from service.app.deps import JobQueue
+from service.app.resources import Resources
 from service.core.records import AssessmentRequest
-from service.core.store import request_hash
+from service.core.store import Store, request_hash
 from service.core.views import render_assessment
 
 __all__ = ["AssessmentController"]
@@ -25,10 +26,11 @@ class AssessmentController(Controller):
         operation_id="createAssessment",
         summary="Assess candidate translations of one source passage",
         description=(
-            "Answers 202 at once with the source's novelty (computed in the request); embeddings, peer agreement, "
-            "length, hard flags, critical-content checks and (when configured) LLM judges run on workers. Poll "
-            "GET /v1/assessments/{id} or give a callback_url. An Idempotency-Key header makes retries safe: the same "
-            "key with the same body returns the first assessment; with another body it is a 409."
+            "Answers 202 at once with the source's novelty; embeddings, peer agreement, length, hard flags, "
+            "critical-content checks and (when configured) LLM judges run on workers. Poll GET "
+            "/v1/assessments/{id} or give a callback_url. Rank candidates by `risk.priority` (descending): forced "
+            "candidates first by flag severity, then by risk score. An Idempotency-Key header makes retries safe: "
+            "the same key with the same body returns the first assessment; with another body it is a 409."
         ),
         status_code=202,
     )
@@ -36,22 +38,24 @@ class AssessmentController(Controller):
         self,
         request: Request[Any, Any, Any],
         data: AssessmentRequest,
+        resources: Resources,
+        store: Store,
+        jobs: JobQueue,
+        tenant: str,
         idempotency_key: str | None = Parameter(
             header="Idempotency-Key", default=None, max_length=200, description="makes a retried POST safe"
         ),
     ) -> Response[AssessmentOut]:
-        resources = request.app.state.resources
         body = await request.body()
         state, replayed = await accept_assessment(
-            resources, current_tenant(request), data, request_hash(body), idempotency_key
+            resources, store, jobs, tenant, data, request_hash(body), idempotency_key
         )
-        out = AssessmentOut(**render_assessment(state))
+        out = render_assessment(state)
         headers = {"Location": f"/v1/assessments/{out.id}"}
         if replayed:
             headers["Idempotent-Replayed"] = "true"
         return Response(out, status_code=202, headers=headers)
 
     @get("/{assessment_id:str}", operation_id="getAssessment", summary="An assessment's status and results")
-    async def read(self, request: Request[Any, Any, Any], assessment_id: str) -> AssessmentOut:
-        state = await store_of(request.app.state.resources).get(current_tenant(request), assessment_id)
-        return AssessmentOut(**render_assessment(state))
+    async def read(self, assessment_id: str, store: Store, tenant: str) -> AssessmentOut:
+        return render_assessment(await store.get(tenant, assessment_id))

@@ -1,30 +1,18 @@
-"""Response types of the assessment and batch endpoints (requests are ``service.core.records``)."""
+"""Response types of the assessment and batch endpoints (requests are ``service.core.records``, the assessment view
+is ``service.core.views``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal
 
 import msgspec
 
 from service.core.records import AssessmentRequest
+from service.core.views import AssessmentView
 
 __all__ = ["AssessmentOut", "BatchAccepted", "BatchOut", "BatchRequest"]
 
-
-class AssessmentOut(msgspec.Struct):
-    """An assessment as stored: status, the source's novelty and, per candidate, signals, risk, flags and budget."""
-
-    id: str
-    status: str
-    created_at: float
-    source: dict[str, Any]
-    checks: list[str]
-    candidates: list[dict[str, Any]]
-    signature: dict[str, Any]
-    llm: dict[str, Any] | None = None
-    error: str | None = None
-    callback: dict[str, Any] | None = None
-    batch_id: str | None = None
+AssessmentOut = AssessmentView
 
 
 class BatchRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -35,15 +23,23 @@ class BatchRequest(msgspec.Struct, forbid_unknown_fields=True):
 
 class BatchAccepted(msgspec.Struct):
     id: str
-    status: str
+    status: Literal["pending"]
     total: int
     assessment_ids: list[str]
 
 
+class BatchCounts(msgspec.Struct):
+    pending: int
+    running: int
+    done: int
+    failed: int
+    expired: int = 0
+
+
 class BatchOut(msgspec.Struct):
     id: str
-    status: str
+    status: Literal["pending", "running", "done"]
     total: int
-    counts: dict[str, int]
+    counts: BatchCounts
     created_at: float
     results_url: str

@@ -10,11 +10,13 @@ import msgspec
 from litestar import Controller, Request, Response, get, post
 from litestar.response import Stream
 
-from service.app.assessments.schemas import BatchAccepted, BatchOut, BatchRequest
-from service.app.assessments.services import accept_batch, store_of
-from service.app.tenancy import current_tenant
+from service.app.assessments.schemas import BatchAccepted, BatchCounts, BatchOut, BatchRequest
+from service.app.assessments.services import accept_batch
+from service.app.deps import JobQueue
 from service.core.errors import InputError
 from service.core.records import AssessmentRequest
+from service.core.settings import Settings
+from service.core.store import Store
 from service.core.views import render_assessment
 
 __all__ = ["BatchController"]
@@ -47,9 +49,10 @@ class BatchController(Controller):
     tags = ["batches"]
 
     @post(operation_id="createBatch", summary="Assess many passages in one request", status_code=202)
-    async def create(self, request: Request[Any, Any, Any], data: BatchRequest) -> Response[BatchAccepted]:
-        batch = await accept_batch(request.app.state.resources, current_tenant(request), data.items)
-        return _accepted(batch)
+    async def create(
+        self, data: BatchRequest, settings: Settings, store: Store, jobs: JobQueue, tenant: str
+    ) -> Response[BatchAccepted]:
+        return _accepted(await accept_batch(settings, store, jobs, tenant, data.items))
 
     @post(
         "/ndjson",
@@ -57,25 +60,22 @@ class BatchController(Controller):
         summary="Assess many passages uploaded as NDJSON (one assessment request per line)",
         status_code=202,
     )
-    async def create_ndjson(self, request: Request[Any, Any, Any]) -> Response[BatchAccepted]:
+    async def create_ndjson(
+        self, request: Request[Any, Any, Any], settings: Settings, store: Store, jobs: JobQueue, tenant: str
+    ) -> Response[BatchAccepted]:
         items = _parse_ndjson(await request.body())
-        batch = await accept_batch(request.app.state.resources, current_tenant(request), items)
-        return _accepted(batch)
+        return _accepted(await accept_batch(settings, store, jobs, tenant, items))
 
     @get("/{batch_id:str}", operation_id="getBatch", summary="A batch's progress counts")
-    async def read(self, request: Request[Any, Any, Any], batch_id: str) -> BatchOut:
-        store = store_of(request.app.state.resources)
-        tenant = current_tenant(request)
+    async def read(self, batch_id: str, store: Store, tenant: str) -> BatchOut:
         batch = await store.get_batch(tenant, batch_id)
         states = await store.get_many(tenant, batch.assessment_ids)
         counts = Counter(s.status if s is not None else "expired" for s in states)
-        full = {k: counts.get(k, 0) for k in ("pending", "running", "done", "failed")}
-        if counts.get("expired"):
-            full["expired"] = counts["expired"]
-        finished = full["done"] + full["failed"] + full.get("expired", 0) == len(states)
+        full = BatchCounts(**{k: counts.get(k, 0) for k in ("pending", "running", "done", "failed", "expired")})
+        finished = full.done + full.failed + full.expired == len(states)
         return BatchOut(
             id=batch.id,
-            status="done" if finished else ("running" if full["running"] or full["done"] else "pending"),
+            status="done" if finished else ("running" if full.running or full.done else "pending"),
             total=len(states),
             counts=full,
             created_at=batch.created_at,
@@ -88,9 +88,7 @@ class BatchController(Controller):
         summary="A batch's assessments as NDJSON, one per line, in submission order",
         media_type="application/x-ndjson",
     )
-    async def results(self, request: Request[Any, Any, Any], batch_id: str) -> Stream:
-        store = store_of(request.app.state.resources)
-        tenant = current_tenant(request)
+    async def results(self, batch_id: str, store: Store, tenant: str) -> Stream:
         batch = await store.get_batch(tenant, batch_id)
 
         async def lines() -> AsyncIterator[bytes]:
@@ -99,7 +97,7 @@ class BatchController(Controller):
                 for aid, state in zip(
                     ids[lo : lo + 200], await store.get_many(tenant, ids[lo : lo + 200]), strict=True
                 ):
-                    row = render_assessment(state) if state is not None else {"id": aid, "status": "expired"}
+                    row: Any = render_assessment(state) if state is not None else {"id": aid, "status": "expired"}
                     yield _enc.encode(row) + b"\n"
 
         return Stream(lines(), media_type="application/x-ndjson")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from litestar import Controller, Request, Response, get, post
+from litestar import Controller, Response, get, post
 from litestar.params import Parameter
 
 from service.app.calibration import services
 from service.app.calibration.schemas import ActivationOut, FitOut, FitRequest, ModelOut
-from service.app.tenancy import current_tenant
+from service.core.risk_catalog import ModelCatalog
 
 __all__ = ["CalibrationController"]
 
@@ -33,15 +33,14 @@ class CalibrationController(Controller):
     )
     async def report(
         self,
-        request: Request[Any, Any, Any],
+        catalog: ModelCatalog,
+        tenant: str,
         source: Source = "human",
         model: str | None = None,
         candidate_model: str | None = None,
         overlap_budget: float = Parameter(default=0.2, gt=0.0, le=1.0),
     ) -> dict[str, Any]:
-        return await services.report(
-            request.app.state.resources, current_tenant(request), source, model, candidate_model, overlap_budget
-        )
+        return await services.report(catalog, tenant, source, model, candidate_model, overlap_budget)
 
     @get(
         "/report.svg",
@@ -51,12 +50,13 @@ class CalibrationController(Controller):
     )
     async def report_svg(
         self,
-        request: Request[Any, Any, Any],
+        catalog: ModelCatalog,
+        tenant: str,
         source: Source = "human",
         model: str | None = None,
         candidate_model: str | None = None,
     ) -> Response[str]:
-        body = await services.svg(request.app.state.resources, current_tenant(request), source, model, candidate_model)
+        body = await services.svg(catalog, tenant, source, model, candidate_model)
         return Response(body, media_type="image/svg+xml")
 
     @post(
@@ -65,12 +65,12 @@ class CalibrationController(Controller):
         summary="Fit a new risk model from labels (grouped CV); inactive until activated",
         status_code=201,
     )
-    async def fit(self, request: Request[Any, Any, Any], data: FitRequest) -> FitOut:
-        return await services.fit(request.app.state.resources, current_tenant(request), data)
+    async def fit(self, data: FitRequest, catalog: ModelCatalog, tenant: str) -> FitOut:
+        return await services.fit(catalog, tenant, data)
 
     @get("/models", operation_id="listRiskModels", summary="Risk models this tenant can use, with the active one")
-    async def models(self, request: Request[Any, Any, Any]) -> list[ModelOut]:
-        return await services.list_models(request.app.state.resources, current_tenant(request))
+    async def models(self, catalog: ModelCatalog, tenant: str) -> list[ModelOut]:
+        return await services.list_models(catalog, tenant)
 
     @post(
         "/models/{name:str}/activate",
@@ -78,5 +78,5 @@ class CalibrationController(Controller):
         summary="Make a risk model the tenant's active one (new assessments are scored with it)",
         status_code=200,
     )
-    async def activate(self, request: Request[Any, Any, Any], name: str) -> ActivationOut:
-        return await services.activate(request.app.state.resources, current_tenant(request), name)
+    async def activate(self, name: str, catalog: ModelCatalog, tenant: str) -> ActivationOut:
+        return await services.activate(catalog, tenant, name)

@@ -19,9 +19,10 @@ class FitRequest(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class FitOut(msgspec.Struct):
+    """A fitted model, stored in the durable store (every worker scores with it once it is activated)."""
+
     model: str
     rule: str
-    path: str
     active: bool
     activate_url: str
     fit: dict[str, Any]

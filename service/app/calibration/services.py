@@ -5,47 +5,26 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from service.app.calibration.schemas import ActivationOut, FitOut, FitRequest, ModelOut
-from service.app.resources import Resources
 from service.core.calibration import (
     LabelledItem,
-    active_model_name,
     calibration_report,
     fit_risk_model,
     human_items,
     panel_items,
     report_svg,
-    write_model,
 )
 from service.core.errors import InputError, NotFound
-from service.core.review import FitRecord, get_review_settings, open_db
+from service.core.review import FitRecord, get_review_settings
 from service.core.review.db import Label, ReviewDB
 from service.core.risk import RiskModel, RiskRegistry
+from service.core.risk_catalog import ModelCatalog
 
 __all__ = ["activate", "fit", "list_models", "report", "svg"]
-
-
-def _db() -> ReviewDB:
-    return open_db(get_review_settings().db_path)
-
-
-def _registry(resources: Resources) -> RiskRegistry:
-    return RiskRegistry.load(resources.settings.risk.models_dir)
-
-
-def _owner(model: RiskModel) -> str | None:
-    owner = model.fit.get("tenant") if isinstance(model.fit, dict) else None
-    return owner if isinstance(owner, str) else None
-
-
-def _visible(model: RiskModel, tenant: str) -> bool:
-    owner = _owner(model)
-    return owner is None or owner == tenant
 
 
 def _items(db: ReviewDB, tenant: str, source: str, candidate_model: str | None) -> tuple[list[LabelledItem], int]:
@@ -55,31 +34,29 @@ def _items(db: ReviewDB, tenant: str, source: str, candidate_model: str | None) 
     return items, n
 
 
-def _model_for(resources: Resources, db: ReviewDB, tenant: str, name: str | None) -> tuple[RiskModel | None, str]:
-    registry = _registry(resources)
-    if name is not None:
-        model = registry.get(name)
-        if not _visible(model, tenant):
-            raise NotFound(f"no risk model {name!r}")
-        return model, ""
-    default = active_model_name(db, tenant, resources.settings.risk.model)
+def _model_for(catalog: ModelCatalog, tenant: str, name: str | None) -> tuple[RiskModel | None, RiskRegistry, str]:
+    """The model the report re-applies (named, else the tenant's active one), the registry and a note."""
+    models = catalog.for_tenant(tenant)
+    wanted = name if name is not None else models.active
     try:
-        return registry.get(default), ""
+        return models.registry.get(wanted), models.registry, ""
     except NotFound:
-        return None, f"the active risk model {default!r} is not in models/risk; only stored risk and signals"
+        if name is not None:
+            raise
+        return None, models.registry, f"the active risk model {wanted!r} is not available; only stored risk and signals"
 
 
 def _build_report(
-    resources: Resources,
+    catalog: ModelCatalog,
     tenant: str,
     source: str,
     model_name: str | None,
     candidate_model: str | None,
     overlap_budget: float,
 ) -> dict[str, Any]:
-    db = _db()
+    db = catalog.db
     items, n_labels = _items(db, tenant, source, candidate_model)
-    model, note = _model_for(resources, db, tenant, model_name)
+    model, registry, note = _model_for(catalog, tenant, model_name)
     other_items, _ = _items(db, tenant, "panel" if source == "human" else "human", candidate_model)
     other: dict[str, Label] = {it.item_id: it.label for it in other_items}
     rep = calibration_report(
@@ -88,7 +65,7 @@ def _build_report(
         source=source,
         n_labels=n_labels,
         model=model,
-        registry=_registry(resources),
+        registry=registry,
         overlap_budget=overlap_budget,
         judge_error_max_score=get_review_settings().judge_error_max_score,
         other_labels=other,
@@ -101,7 +78,7 @@ def _build_report(
 
 
 async def report(
-    resources: Resources,
+    catalog: ModelCatalog,
     tenant: str,
     source: str,
     model_name: str | None,
@@ -110,34 +87,30 @@ async def report(
 ) -> dict[str, Any]:
     if not 0.0 < overlap_budget <= 1.0:
         raise InputError(f"overlap_budget must be in (0, 1], got {overlap_budget}")
-    return await asyncio.to_thread(
-        _build_report, resources, tenant, source, model_name, candidate_model, overlap_budget
-    )
+    return await asyncio.to_thread(_build_report, catalog, tenant, source, model_name, candidate_model, overlap_budget)
 
 
 def _build_svg(
-    resources: Resources, tenant: str, source: str, model_name: str | None, candidate_model: str | None
+    catalog: ModelCatalog, tenant: str, source: str, model_name: str | None, candidate_model: str | None
 ) -> str:
-    db = _db()
-    items, n_labels = _items(db, tenant, source, candidate_model)
-    model, _ = _model_for(resources, db, tenant, model_name)
+    items, n_labels = _items(catalog.db, tenant, source, candidate_model)
+    model, registry, _ = _model_for(catalog, tenant, model_name)
     majors = sum(1 for it in items if it.label == "MAJOR")
     title = f"{source} labels: {len(items)} items ({n_labels} labels), {majors} MAJOR; tenant {tenant}"
-    return report_svg(items, model, _registry(resources), title=title)
+    return report_svg(items, model, registry, title=title)
 
 
 async def svg(
-    resources: Resources, tenant: str, source: str, model_name: str | None, candidate_model: str | None
+    catalog: ModelCatalog, tenant: str, source: str, model_name: str | None, candidate_model: str | None
 ) -> str:
-    return await asyncio.to_thread(_build_svg, resources, tenant, source, model_name, candidate_model)
+    return await asyncio.to_thread(_build_svg, catalog, tenant, source, model_name, candidate_model)
 
 
-def _fit(resources: Resources, tenant: str, data: FitRequest) -> FitOut:
-    db = _db()
+def _fit(catalog: ModelCatalog, tenant: str, data: FitRequest) -> FitOut:
+    db = catalog.db
     rs = get_review_settings()
     items, _ = _items(db, tenant, data.source, None)
-    registry = _registry(resources)
-    fallback = "single-candidate-v1" if "single-candidate-v1" in registry.models else None
+    fallback = "single-candidate-v1" if "single-candidate-v1" in catalog.shipped.models else None
     result: dict[str, Any] = {}
 
     def build(name: str) -> RiskModel:
@@ -156,24 +129,13 @@ def _fit(resources: Resources, tenant: str, data: FitRequest) -> FitOut:
         result["fit"] = fit_info
         return model
 
-    # fit once before naming (too few labels must not leave a file behind), then write under the next free name
+    # fit once before naming: too few labels must not leave a stored model behind
     build("calibrated-probe")
-    model, path = write_model(build, resources.settings.risk.models_dir, tenant)
-    db.add_fit(
-        FitRecord(
-            uuid.uuid4().hex,
-            tenant,
-            model.name,
-            time.time(),
-            {"rule": model.rule, "path": str(path), "fit": result["fit"]},
-        )
-    )
+    model = catalog.add_fitted(tenant, build)
+    db.add_fit(FitRecord(uuid.uuid4().hex, tenant, model.name, time.time(), {"rule": model.rule, "fit": result["fit"]}))
     return FitOut(
         model=model.name,
         rule=model.rule,
-        path=str(Path(path).relative_to(Path(resources.settings.risk.models_dir).parent))
-        if Path(path).is_relative_to(Path(resources.settings.risk.models_dir).parent)
-        else str(path),
         active=False,
         activate_url=f"/v1/calibration/models/{model.name}/activate",
         fit=result["fit"],
@@ -181,36 +143,33 @@ def _fit(resources: Resources, tenant: str, data: FitRequest) -> FitOut:
     )
 
 
-async def fit(resources: Resources, tenant: str, data: FitRequest) -> FitOut:
-    return await asyncio.to_thread(_fit, resources, tenant, data)
+async def fit(catalog: ModelCatalog, tenant: str, data: FitRequest) -> FitOut:
+    return await asyncio.to_thread(_fit, catalog, tenant, data)
 
 
-def _list_models(resources: Resources, tenant: str) -> list[ModelOut]:
-    registry = _registry(resources)
-    active = active_model_name(_db(), tenant, resources.settings.risk.model)
-    active = registry.aliases.get(active, active)
+def _list_models(catalog: ModelCatalog, tenant: str) -> list[ModelOut]:
+    models = catalog.for_tenant(tenant)
+    active = models.registry.aliases.get(models.active, models.active)
     out = []
-    for name, m in sorted(registry.models.items()):
-        if not _visible(m, tenant):
-            continue
+    for name, m in sorted(models.registry.models.items()):
         cv = m.fit.get("cv") if isinstance(m.fit, dict) else None
         out.append(
-            ModelOut(name, m.rule, m.description, _owner(m), name == active, cv if isinstance(cv, dict) else None)
+            ModelOut(
+                name,
+                m.rule,
+                m.description,
+                tenant if name in models.own else None,
+                name == active,
+                cv if isinstance(cv, dict) else None,
+            )
         )
     return out
 
 
-async def list_models(resources: Resources, tenant: str) -> list[ModelOut]:
-    return await asyncio.to_thread(_list_models, resources, tenant)
+async def list_models(catalog: ModelCatalog, tenant: str) -> list[ModelOut]:
+    return await asyncio.to_thread(_list_models, catalog, tenant)
 
 
-def _activate(resources: Resources, tenant: str, name: str) -> ActivationOut:
-    model = _registry(resources).get(name)
-    if not _visible(model, tenant):
-        raise NotFound(f"no risk model {name!r}")
-    act = _db().activate(tenant, model.name, model.rule)
+async def activate(catalog: ModelCatalog, tenant: str, name: str) -> ActivationOut:
+    act = await asyncio.to_thread(catalog.activate, tenant, name)
     return ActivationOut(act.tenant, act.model_name, act.rule, act.activated_at)
-
-
-async def activate(resources: Resources, tenant: str, name: str) -> ActivationOut:
-    return await asyncio.to_thread(_activate, resources, tenant, name)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
+from service.core.novelty_report import NeighbourOut, NoveltyFigures
+
 __all__ = ["NeighbourOut", "NoveltyOut", "NoveltyRequest"]
 
 
@@ -14,24 +16,7 @@ class NoveltyRequest(msgspec.Struct, forbid_unknown_fields=True):
     lang: str = "pli"
 
 
-class NeighbourOut(msgspec.Struct):
-    passage_id: str
-    similarity: float
+class NoveltyOut(NoveltyFigures, frozen=True, kw_only=True):
+    """The novelty of one source text, with the signature of the index it was scored against."""
 
-
-class NoveltyOut(msgspec.Struct):
-    """The novelty of one source text: the combined index, its components raw and z-scored, and where it falls."""
-
-    index: float
-    band: str
-    percentile: float
-    raw: dict[str, float]
-    z: dict[str, float]
-    neighbours: list[NeighbourOut]
-    content_tokens: int
-    eligible: bool
-    excluded_by: list[str]
-    source: str
-    lang: str
     signature: dict[str, object]
-    passage_id: str | None = None

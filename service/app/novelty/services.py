@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from service.app.novelty.schemas import NeighbourOut, NoveltyOut
+import msgspec
+
+from service.app.novelty.schemas import NoveltyOut
 from service.app.resources import Resources
 from service.core.errors import InputError
 from service.core.novelty import NoveltyIndex, NoveltyResult
+from service.core.novelty_report import figures_of, index_signature
 
 __all__ = ["check_text", "novelty_of_passage", "novelty_of_text", "to_out"]
 
@@ -22,28 +25,9 @@ def check_text(text: str, *, field: str, max_chars: int) -> str:
     return text
 
 
-def signature_of(index: NoveltyIndex) -> dict[str, object]:
-    sig = index.signature
-    keep = ("id", "name", "lang", "passages", "eligible_passages", "corpus_sha256", "params", "libraries", "built_at")
-    return {k: sig[k] for k in keep if k in sig}
-
-
 def to_out(result: NoveltyResult, index: NoveltyIndex) -> NoveltyOut:
-    return NoveltyOut(
-        index=round(result.index, 6),
-        band=result.band,
-        percentile=round(result.percentile, 3),
-        raw={k: round(v, 6) for k, v in result.raw.items()},
-        z={k: round(v, 6) for k, v in result.z.items()},
-        neighbours=[NeighbourOut(n.passage_id, n.similarity) for n in result.neighbours],
-        content_tokens=result.content_tokens,
-        eligible=result.eligible,
-        excluded_by=result.excluded_by,
-        source=result.source,
-        lang=index.lang,
-        signature=signature_of(index),
-        passage_id=result.passage_id,
-    )
+    figures = msgspec.structs.asdict(figures_of(result, index))
+    return NoveltyOut(**figures, signature=index_signature(index))
 
 
 def novelty_of_text(resources: Resources, text: str, lang: str) -> NoveltyOut:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Literal
+from typing import Literal
 
-from litestar import Controller, Request, delete, get, post
+from litestar import Controller, delete, get, post
 from litestar.params import Parameter
 
+from service.app.deps import JobQueue
 from service.app.review import services
 from service.app.review.schemas import (
     AdjudicationOut,
@@ -21,8 +22,9 @@ from service.app.review.schemas import (
     VerdictOut,
     VerdictRequest,
 )
-from service.app.tenancy import current_tenant
-from service.core.review import get_review_settings
+from service.core.review import ReviewDB, ReviewQueue, get_review_settings
+from service.core.settings import Settings
+from service.core.store import Store
 
 __all__ = ["AdjudicationController", "ReviewController"]
 
@@ -34,7 +36,7 @@ class ReviewController(Controller):
     @get(
         "/queue",
         operation_id="listReviewQueue",
-        summary="Review items in budget order (forced first, then by budget percentile)",
+        summary="Review items in the one ranking (forced first by flag severity, then by risk score)",
         description=(
             "Flagged items only by default (forced, tier above rest, or a critical/major/minor flag); scope=all "
             "lists every candidate. status: pending (open or leased, the default), open, leased, reviewed, any."
@@ -42,7 +44,8 @@ class ReviewController(Controller):
     )
     async def queue(
         self,
-        request: Request[Any, Any, Any],
+        review_queue: ReviewQueue,
+        tenant: str,
         tier: str | None = None,
         lang: str | None = None,
         model: str | None = None,
@@ -52,10 +55,8 @@ class ReviewController(Controller):
         offset: int = Parameter(default=0, ge=0),
         limit: int = Parameter(default=50, ge=1, le=500),
     ) -> QueuePage:
-        tenant = current_tenant(request)
-        queue = services.queue_of(request.app.state.resources)
         filters = {k: v for k, v in {"tier": tier, "lang": lang, "model": model, "batch_id": batch}.items() if v}
-        rows, total = await queue.list(
+        rows, total = await review_queue.list(
             tenant, filters=filters, flagged_only=item_scope == "flagged", status=status, offset=offset, limit=limit
         )
         items = [services.item_out(it, st, n, lease) for it, st, n, lease in rows]
@@ -65,8 +66,8 @@ class ReviewController(Controller):
     @post(
         "/claims", operation_id="claimReviewItems", summary="Lease up to n review items to a reviewer", status_code=201
     )
-    async def claim(self, request: Request[Any, Any, Any], data: ClaimRequest) -> LeaseOut:
-        return await services.claim(request.app.state.resources, current_tenant(request), data)
+    async def claim(self, data: ClaimRequest, review_queue: ReviewQueue, tenant: str) -> LeaseOut:
+        return await services.claim(review_queue, tenant, data)
 
     @post(
         "/claims/{lease_id:str}/renew",
@@ -74,14 +75,11 @@ class ReviewController(Controller):
         summary="Extend a lease's visibility timeout",
         status_code=200,
     )
-    async def renew(self, request: Request[Any, Any, Any], lease_id: str, data: RenewRequest) -> LeaseOut:
-        resources = request.app.state.resources
-        tenant = current_tenant(request)
-        queue = services.queue_of(resources)
-        lease = await queue.renew(
+    async def renew(self, lease_id: str, data: RenewRequest, review_queue: ReviewQueue, tenant: str) -> LeaseOut:
+        lease = await review_queue.renew(
             tenant, lease_id, data.reviewer, data.lease_seconds or get_review_settings().lease_seconds
         )
-        items = [services.item_out(await queue.item(tenant, i), "leased", 0, lease.id) for i in lease.items]
+        items = [services.item_out(await review_queue.item(tenant, i), "leased", 0, lease.id) for i in lease.items]
         return LeaseOut(lease.id, lease.reviewer, lease.expires_at, lease.created_at, items)
 
     @delete(
@@ -90,9 +88,8 @@ class ReviewController(Controller):
         summary="Release a lease: its unreviewed items go back to the queue",
         status_code=200,
     )
-    async def release(self, request: Request[Any, Any, Any], lease_id: str) -> ReleaseOut:
-        queue = services.queue_of(request.app.state.resources)
-        released = await queue.release(current_tenant(request), lease_id)
+    async def release(self, lease_id: str, review_queue: ReviewQueue, tenant: str) -> ReleaseOut:
+        released = await review_queue.release(tenant, lease_id)
         return ReleaseOut(lease_id=lease_id, released=released)
 
     @get(
@@ -100,8 +97,10 @@ class ReviewController(Controller):
         operation_id="getReviewItem",
         summary="One item with source, candidate, peers, signals, flags, judge answers, risk, budget and verdicts",
     )
-    async def item(self, request: Request[Any, Any, Any], item_id: str) -> ReviewItemOut:
-        return await services.item_detail(request.app.state.resources, current_tenant(request), item_id)
+    async def item(
+        self, item_id: str, review_queue: ReviewQueue, store: Store, db: ReviewDB, tenant: str
+    ) -> ReviewItemOut:
+        return await services.item_detail(review_queue, store, db, tenant, item_id)
 
     @post(
         "/items/{item_id:str}/verdict",
@@ -109,13 +108,14 @@ class ReviewController(Controller):
         summary="Record a verdict (VALID, MINOR or MAJOR); a further verdict is kept as another opinion",
         status_code=201,
     )
-    async def verdict(self, request: Request[Any, Any, Any], item_id: str, data: VerdictRequest) -> VerdictOut:
-        return await services.record_verdict(request.app.state.resources, current_tenant(request), item_id, data)
+    async def verdict(
+        self, item_id: str, data: VerdictRequest, review_queue: ReviewQueue, db: ReviewDB, tenant: str
+    ) -> VerdictOut:
+        return await services.record_verdict(review_queue, db, tenant, item_id, data)
 
     @get("/items/{item_id:str}/verdicts", operation_id="listVerdicts", summary="Every verdict on an item, oldest first")
-    async def verdicts(self, request: Request[Any, Any, Any], item_id: str) -> list[VerdictOut]:
-        tenant = current_tenant(request)
-        rows = await asyncio.to_thread(services.review_db().verdicts, tenant, item_id)
+    async def verdicts(self, item_id: str, db: ReviewDB, tenant: str) -> list[VerdictOut]:
+        rows = await asyncio.to_thread(db.verdicts, tenant, item_id)
         return [services.verdict_out(v) for v in rows]
 
 
@@ -128,19 +128,30 @@ class AdjudicationController(Controller):
         summary="Label a candidate with the reference-aided three-judge panel (calibration only)",
         description=(
             "Three judges see source, reference (as an aid) and candidate and each say error yes/no and minor/major; "
-            "ERROR if >= 2 say error, MAJOR if >= 2 say major, else MINOR. Stored apart from human verdicts. Without "
-            "an LLM provider the record is stored with status skipped and the reason; with judges that gave no "
-            "valid answer and could change the outcome it is inconclusive (no label)."
+            "ERROR if >= 2 say error, MAJOR if >= 2 say major, else MINOR. Stored apart from human verdicts. The "
+            "panel runs on a worker: the answer is the record with status pending; poll GET /v1/adjudications/{id}. "
+            "Without an LLM provider (or with too few eligible judges) the record is stored at once with status "
+            "skipped and the reason; with judges that gave no valid answer and could change the outcome it is "
+            "inconclusive (no label)."
         ),
-        status_code=201,
+        status_code=202,
     )
-    async def create(self, request: Request[Any, Any, Any], data: AdjudicationRequest) -> AdjudicationOut:
-        return await services.adjudicate(request.app.state.resources, current_tenant(request), data)
+    async def create(
+        self,
+        data: AdjudicationRequest,
+        settings: Settings,
+        review_queue: ReviewQueue,
+        store: Store,
+        db: ReviewDB,
+        jobs: JobQueue,
+        tenant: str,
+    ) -> AdjudicationOut:
+        return await services.adjudicate(settings, review_queue, store, db, jobs, tenant, data)
 
     @get("/{adjudication_id:str}", operation_id="getAdjudication", summary="One adjudication record")
-    async def read(self, request: Request[Any, Any, Any], adjudication_id: str) -> AdjudicationOut:
-        return await services.adjudication(current_tenant(request), adjudication_id)
+    async def read(self, adjudication_id: str, store: Store, db: ReviewDB, tenant: str) -> AdjudicationOut:
+        return await services.adjudication(store, db, tenant, adjudication_id)
 
-    @get(operation_id="listAdjudications", summary="Adjudication records, oldest first (optionally of one item)")
-    async def list_all(self, request: Request[Any, Any, Any], item_id: str | None = None) -> list[AdjudicationOut]:
-        return await services.adjudications(current_tenant(request), item_id)
+    @get(operation_id="listAdjudications", summary="Stored adjudication records, oldest first (optionally of one item)")
+    async def list_all(self, db: ReviewDB, tenant: str, item_id: str | None = None) -> list[AdjudicationOut]:
+        return await services.adjudications(db, tenant, item_id)

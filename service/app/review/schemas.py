@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import msgspec
 
+from service.core.budget import Budget
+from service.core.records import Routing
+from service.core.review.adjudication import JudgeVote
 from service.core.review.db import Label
+from service.core.risk import RiskResult
+from service.core.types import Flag, SignalResult
+from service.core.views import SourceView
 
 __all__ = [
     "AdjudicationOut",
@@ -17,6 +23,7 @@ __all__ = [
     "QueuePage",
     "ReleaseOut",
     "RenewRequest",
+    "ReviewCandidate",
     "ReviewItemOut",
     "VerdictOut",
     "VerdictRequest",
@@ -31,9 +38,9 @@ class QueueItemOut(msgspec.Struct):
     id: str
     assessment_id: str
     candidate_id: str
-    status: str  # open | leased | reviewed
+    status: Literal["open", "leased", "reviewed"]
     verdicts: int
-    priority: float
+    priority: float  # the candidate's risk.priority: the queue's order
     flagged: bool
     forced: bool
     tier: str | None
@@ -42,7 +49,7 @@ class QueueItemOut(msgspec.Struct):
     model: str | None
     batch_id: str | None
     passage: str
-    risk: dict[str, Any] | None = None
+    risk: RiskResult | None = None
     lease_id: str | None = None
 
 
@@ -110,22 +117,50 @@ class VerdictOut(msgspec.Struct):
     opinion: int
 
 
+class ReviewCandidate(msgspec.Struct):
+    """A candidate of the item's passage as the reviewer sees it."""
+
+    id: str
+    model: str | None
+    text: str
+    risk: RiskResult | None
+    budget: Budget | None
+    flags: list[Flag]
+
+
+class AdjudicationOut(msgspec.Struct):
+    id: str
+    tenant: str
+    created_at: float
+    status: Literal["pending", "done", "skipped", "inconclusive"]
+    label: Label | None
+    reason: str | None
+    item_id: str | None
+    panel: str | None
+    panel_version: str | None
+    prompt_version: str
+    prompt_hash: str
+    judges: list[JudgeVote]
+    votes: dict[str, int]
+
+
 class ReviewItemOut(msgspec.Struct):
     """Everything a reviewer needs on one item; ``assessment_status`` is "expired" when Redis no longer has it."""
 
     item: QueueItemOut
-    assessment_status: str
-    source: dict[str, Any] | None
-    candidate: dict[str, Any] | None
-    peers: list[dict[str, Any]]
-    signals: dict[str, Any]
-    flags: list[Any]
-    judges: dict[str, Any]
-    risk: dict[str, Any] | None
-    routing: dict[str, Any] | None
-    budget: dict[str, Any] | None
+    assessment_status: Literal["pending", "running", "done", "failed", "expired"]
+    source: SourceView | None
+    candidate: ReviewCandidate | None
+    peers: list[ReviewCandidate]
+    signals: dict[str, SignalResult]
+    flags: list[Flag]
+    judges: dict[str, SignalResult]  # the LLM tier's signals of this candidate (GEMBA, backtranslation)
+    judge_scores: dict[str, float | None]
+    risk: RiskResult | None
+    routing: Routing | None
+    budget: Budget | None
     verdicts: list[VerdictOut]
-    adjudications: list[dict[str, Any]]
+    adjudications: list[AdjudicationOut]
 
 
 class AdjudicationRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -139,19 +174,3 @@ class AdjudicationRequest(msgspec.Struct, forbid_unknown_fields=True):
     candidate_model: str | None = None
     item_id: str | None = None
     panel: str | None = None
-
-
-class AdjudicationOut(msgspec.Struct):
-    id: str
-    tenant: str
-    created_at: float
-    status: str  # done | skipped | inconclusive
-    label: str | None
-    reason: str | None
-    item_id: str | None
-    panel: str | None
-    panel_version: str | None
-    prompt_version: str
-    prompt_hash: str
-    judges: list[dict[str, Any]]
-    votes: dict[str, int]

@@ -1,68 +1,52 @@
-"""Review queue, verdict and adjudication logic behind the controllers (Redis queue + SQLite label store)."""
+"""Review queue, verdict and adjudication logic behind the controllers (Redis queue + the durable store)."""
 
 from __future__ import annotations
 
 import asyncio
-import time
-import uuid
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from service.app.resources import Resources
+from service.app.deps import JobQueue
 from service.app.review.schemas import (
     AdjudicationOut,
     AdjudicationRequest,
     ClaimRequest,
     LeaseOut,
     QueueItemOut,
+    ReviewCandidate,
     ReviewItemOut,
     VerdictOut,
     VerdictRequest,
 )
-from service.core.errors import InputError, NotFound, NotReady
-from service.core.llm import LLMClient, load_panel, select_judges
-from service.core.review import (
-    ADJUDICATION_PROMPT_HASH,
-    ADJUDICATION_PROMPT_VERSION,
-    Adjudication,
-    QueueItem,
-    ReviewDB,
-    ReviewQueue,
-    Verdict,
-    get_review_settings,
-    open_db,
-    run_panel,
+from service.core.errors import InputError, NotFound
+from service.core.review import Adjudication, JudgeVote, QueueItem, ReviewDB, ReviewQueue, Verdict, get_review_settings
+from service.core.review.adjudication_jobs import (
+    new_adjudication,
+    pending_adjudication,
+    plan_adjudication,
+    queue_adjudication,
+    store_once,
 )
-from service.core.review.adjudication import PANEL_SIZE
+from service.core.settings import Settings
 from service.core.store import Store
+from service.core.types import SignalResult
 from service.core.views import render_assessment
 
 __all__ = [
     "adjudicate",
+    "adjudication",
+    "adjudication_out",
+    "adjudications",
     "claim",
     "item_detail",
     "item_out",
-    "queue_of",
     "record_verdict",
-    "review_db",
     "verdict_out",
 ]
 
 
-def review_db() -> ReviewDB:
-    return open_db(get_review_settings().db_path)
-
-
-def queue_of(resources: Resources) -> ReviewQueue:
-    if resources.redis is None:
-        raise NotReady("Redis is not connected")
-    return ReviewQueue(resources.redis, retention_seconds=resources.settings.redis.retention_seconds)
-
-
-def item_out(it: QueueItem, status: str = "open", verdicts: int = 0, lease_id: str | None = None) -> QueueItemOut:
-    risk = it.snapshot.get("risk") if isinstance(it.snapshot.get("risk"), dict) else None
+def item_out(it: QueueItem, status: Any = "open", verdicts: int = 0, lease_id: str | None = None) -> QueueItemOut:
     return QueueItemOut(
         id=it.id,
         assessment_id=it.assessment_id,
@@ -78,7 +62,7 @@ def item_out(it: QueueItem, status: str = "open", verdicts: int = 0, lease_id: s
         model=it.model,
         batch_id=it.batch_id,
         passage=it.passage,
-        risk=None if risk is None else {"score": risk.get("score"), "rule": risk.get("rule")},
+        risk=it.snapshot.risk,
         lease_id=lease_id,
     )
 
@@ -100,14 +84,13 @@ def verdict_out(v: Verdict) -> VerdictOut:
     )
 
 
-async def claim(resources: Resources, tenant: str, data: ClaimRequest) -> LeaseOut:
+async def claim(queue: ReviewQueue, tenant: str, data: ClaimRequest) -> LeaseOut:
     rs = get_review_settings()
     if data.n > rs.max_claim_items:
         raise InputError(f"n is {data.n}; at most {rs.max_claim_items} items per claim (TRISK_REVIEW_MAX_CLAIM)")
     seconds = data.lease_seconds or rs.lease_seconds
     if seconds > rs.max_lease_seconds:
         raise InputError(f"lease_seconds is {seconds}; at most {rs.max_lease_seconds} (renew instead)")
-    queue = queue_of(resources)
     filters = {"tier": data.tier, "lang": data.lang, "model": data.model, "batch_id": data.batch}
     lease = await queue.claim(
         tenant,
@@ -121,12 +104,11 @@ async def claim(resources: Resources, tenant: str, data: ClaimRequest) -> LeaseO
     return LeaseOut(lease.id, lease.reviewer, lease.expires_at, lease.created_at, items)
 
 
-async def record_verdict(resources: Resources, tenant: str, item_id: str, data: VerdictRequest) -> VerdictOut:
-    """Append the verdict to SQLite first (the durable record), then take the item out of the open queue."""
-    queue = queue_of(resources)
-    item = await queue.item(tenant, item_id)  # NotFound for an unknown item
-    snapshot = {
-        **item.snapshot,
+def _verdict_snapshot(item: QueueItem) -> dict[str, Any]:
+    """The item's results plus what calibration groups and filters by, as stored with the verdict (plain JSON, so
+    a verdict stays readable by every later version of the service)."""
+    return {
+        **msgspec.to_builtins(item.snapshot),
         "passage": item.passage,
         "model": item.model,
         "lang": item.lang,
@@ -135,7 +117,13 @@ async def record_verdict(resources: Resources, tenant: str, item_id: str, data: 
         "percentile": item.percentile,
         "forced": item.forced,
     }
-    db = review_db()
+
+
+async def record_verdict(
+    queue: ReviewQueue, db: ReviewDB, tenant: str, item_id: str, data: VerdictRequest
+) -> VerdictOut:
+    """Append the verdict to the durable store first (the record), then take the item out of the open queue."""
+    item = await queue.item(tenant, item_id)  # NotFound for an unknown item
     v = await asyncio.to_thread(
         db.add_verdict,
         tenant=tenant,
@@ -147,71 +135,56 @@ async def record_verdict(resources: Resources, tenant: str, item_id: str, data: 
         error_category=data.error_category,
         note=data.note,
         lease_id=data.lease_id,
-        snapshot=snapshot,
+        snapshot=_verdict_snapshot(item),
     )
     await queue.mark_reviewed(tenant, item_id)
     return verdict_out(v)
 
 
-def _judges_of(rendered: dict[str, Any] | None, cid: str, llm: Any) -> dict[str, Any]:
-    """The LLM part's answers for a candidate: per signal, its status and detail (GEMBA scores per judge, ...)."""
-    if llm is None or cid not in llm.candidates:
-        return {}
-    return {name: msgspec.to_builtins(sig) for name, sig in llm.candidates[cid].signals.items()}
-
-
-async def item_detail(resources: Resources, tenant: str, item_id: str) -> ReviewItemOut:
-    queue = queue_of(resources)
+async def item_detail(queue: ReviewQueue, store: Store, db: ReviewDB, tenant: str, item_id: str) -> ReviewItemOut:
     item = await queue.item(tenant, item_id)
     (status, count, lease) = (await queue.status_of(tenant, [item_id]))[0]
-    db = review_db()
     verdicts = [verdict_out(v) for v in await asyncio.to_thread(db.verdicts, tenant, item_id)]
-    adjs = [msgspec.to_builtins(_adj_out(a)) for a in await asyncio.to_thread(db.adjudications, tenant, item_id)]
-    store = Store(queue.redis, retention_seconds=resources.settings.redis.retention_seconds)
+    adjs = [adjudication_out(a) for a in await asyncio.to_thread(db.adjudications, tenant, item_id)]
     snap = item.snapshot
     try:
         state = await store.get(tenant, item.assessment_id)
     except NotFound:
         state = None
     source = candidate = None
-    peers: list[dict[str, Any]] = []
-    judges: dict[str, Any] = {}
+    peers: list[ReviewCandidate] = []
+    judges: dict[str, SignalResult] = {}
     if state is not None:
-        rendered = render_assessment(state)
-        source = rendered["source"]
-        texts = {c.id: c for c in state.meta.request.candidates}
-        for c in rendered["candidates"]:
-            row = {
-                "id": c["id"],
-                "model": c["model"],
-                "text": texts[c["id"]].text,
-                "risk": c["risk"],
-                "budget": c["budget"],
-                "flags": c["flags"],
-            }
-            if c["id"] == item.candidate_id:
+        view = render_assessment(state)
+        source = view.source
+        texts = {c.id: c.text for c in state.meta.request.candidates}
+        for c in view.candidates:
+            row = ReviewCandidate(id=c.id, model=c.model, text=texts[c.id], risk=c.risk, budget=c.budget, flags=c.flags)
+            if c.id == item.candidate_id:
                 candidate = row
             else:
                 peers.append(row)
-        judges = _judges_of(rendered, item.candidate_id, state.llm)
+        llm = state.llm.candidates.get(item.candidate_id) if state.llm is not None else None
+        judges = dict(llm.signals) if llm is not None else {}
     return ReviewItemOut(
         item=item_out(item, status, count, lease),
         assessment_status=state.status if state is not None else "expired",
         source=source,
         candidate=candidate,
         peers=peers,
-        signals=snap.get("signals") or {},
-        flags=snap.get("flags") or [],
-        judges=judges or {"judge_scores": snap.get("judge_scores") or {}},
-        risk=snap.get("risk"),
-        routing=snap.get("routing"),
-        budget=snap.get("budget"),
+        signals=snap.signals,
+        flags=snap.flags,
+        judges=judges,
+        judge_scores=snap.judge_scores,
+        risk=snap.risk,
+        routing=snap.routing,
+        budget=snap.budget,
         verdicts=verdicts,
         adjudications=adjs,
     )
 
 
-def _adj_out(a: Adjudication) -> AdjudicationOut:
+def adjudication_out(a: Adjudication) -> AdjudicationOut:
     return AdjudicationOut(
         a.id,
         a.tenant,
@@ -224,21 +197,28 @@ def _adj_out(a: Adjudication) -> AdjudicationOut:
         a.panel_version,
         a.prompt_version,
         a.prompt_hash,
-        a.judges,
+        msgspec.convert(a.judges, list[JudgeVote]),
         a.votes,
     )
 
 
-async def adjudicate(resources: Resources, tenant: str, data: AdjudicationRequest) -> AdjudicationOut:
-    """Run the reference-aided panel and store its label (or a skipped record with the reason); never a guess."""
-    settings = resources.settings
+async def adjudicate(
+    settings: Settings,
+    queue: ReviewQueue,
+    store: Store,
+    db: ReviewDB,
+    jobs: JobQueue,
+    tenant: str,
+    data: AdjudicationRequest,
+) -> AdjudicationOut:
+    """Queue the reference-aided panel for a worker (status pending), or store at once the record of a panel that
+    cannot run (skipped, with the reason); a label is never guessed."""
     limit = settings.limits.max_text_chars
     source, candidate, model, snapshot = data.source, data.candidate, data.candidate_model, None
     if data.item_id is not None:
-        queue = queue_of(resources)
         item = await queue.item(tenant, data.item_id)
         snapshot = {
-            **item.snapshot,
+            **msgspec.to_builtins(item.snapshot),
             "passage": item.passage,
             "model": item.model,
             "lang": item.lang,
@@ -247,7 +227,7 @@ async def adjudicate(resources: Resources, tenant: str, data: AdjudicationReques
         model = model or item.model
         if source is None or candidate is None:
             try:
-                state = await Store(queue.redis, retention_seconds=0).get(tenant, item.assessment_id)
+                state = await store.get(tenant, item.assessment_id)
             except NotFound as exc:
                 raise InputError(f"item {data.item_id}'s assessment has expired; send source and candidate") from exc
             source = source or state.meta.request.source.text
@@ -257,70 +237,32 @@ async def adjudicate(resources: Resources, tenant: str, data: AdjudicationReques
     for name, text in (("source", source), ("candidate", candidate), ("reference", data.reference)):
         if len(text) > limit:
             raise InputError(f"{name} has {len(text)} characters; the limit is {limit}")
-    panel_name = data.panel or settings.llm.panel
-    base = Adjudication(
-        id=uuid.uuid4().hex,
-        tenant=tenant,
-        created_at=time.time(),
-        status="skipped",
-        label=None,
-        reason=None,
+    pending = new_adjudication(
+        tenant,
         source=source,
         candidate=candidate,
         reference=data.reference,
         source_lang=data.source_lang,
         candidate_model=model,
         item_id=data.item_id,
-        panel=panel_name,
-        panel_version=None,
-        prompt_version=ADJUDICATION_PROMPT_VERSION,
-        prompt_hash=ADJUDICATION_PROMPT_HASH,
-        judges=[],
-        votes={},
+        panel=data.panel or settings.llm.panel,
         snapshot=snapshot,
     )
-    db = review_db()
-    if not settings.llm.configured:
-        rec = msgspec.structs.replace(base, reason="no LLM provider configured (TRISK_LLM_BASE_URL is empty)")
-        return _adj_out(await asyncio.to_thread(db.add_adjudication, rec))
-    panel = load_panel(panel_name, panels_dir=Path(settings.risk.models_dir) / "panels")
-    selection = select_judges(panel, model)
-    judges = selection.judges[:PANEL_SIZE]
-    if len(judges) < PANEL_SIZE:
-        rec = msgspec.structs.replace(
-            base,
-            panel_version=panel.version,
-            reason=f"panel {panel.name!r} has {len(judges)} eligible judges for this candidate; adjudication needs "
-            f"{PANEL_SIZE}",
-        )
-        return _adj_out(await asyncio.to_thread(db.add_adjudication, rec))
-    async with LLMClient.from_settings(settings.llm) as client:
-        votes, label, counts = await run_panel(
-            client, judges, settings.llm, source=source, reference=data.reference, candidate=candidate
-        )
-    rec = msgspec.structs.replace(
-        base,
-        status="done" if label is not None else "inconclusive",
-        label=label,
-        reason=None
-        if label is not None
-        else (
-            f"{PANEL_SIZE - counts['valid_answers']} judge(s) gave no valid answer and their votes could change "
-            "the label"
-        ),
-        panel_version=panel.version,
-        judges=[msgspec.to_builtins(v) for v in votes],
-        votes=counts,
-    )
-    return _adj_out(await asyncio.to_thread(db.add_adjudication, rec))
+    record = plan_adjudication(pending, settings)
+    if record is not None:
+        return adjudication_out(await asyncio.to_thread(store_once, db, record))
+    await queue_adjudication(store.redis, jobs, pending, store.ttl)
+    return adjudication_out(pending)
 
 
-async def adjudication(tenant: str, adj_id: str) -> AdjudicationOut:
-    rec = await asyncio.to_thread(review_db().adjudication, tenant, adj_id)
+async def adjudication(store: Store, db: ReviewDB, tenant: str, adj_id: str) -> AdjudicationOut:
+    rec = await asyncio.to_thread(db.adjudication, tenant, adj_id)
+    if rec is None:
+        rec = await pending_adjudication(store.redis, tenant, adj_id)
     if rec is None:
         raise NotFound(f"no adjudication {adj_id!r}")
-    return _adj_out(rec)
+    return adjudication_out(rec)
 
 
-async def adjudications(tenant: str, item_id: str | None) -> list[AdjudicationOut]:
-    return [_adj_out(a) for a in await asyncio.to_thread(review_db().adjudications, tenant, item_id)]
+async def adjudications(db: ReviewDB, tenant: str, item_id: str | None) -> list[AdjudicationOut]:
+    return [adjudication_out(a) for a in await asyncio.to_thread(db.adjudications, tenant, item_id)]

@@ -14,7 +14,7 @@ from service.core.review.adjudication import (
 from service.core.review.db import LABELS, Activation, Adjudication, FitRecord, Label, ReviewDB, Verdict, open_db
 from service.core.review.queue import (
     FLAG_SEVERITIES,
-    FORCED_PRIORITY,
+    ItemSnapshot,
     Lease,
     QueueItem,
     ReviewQueue,
@@ -29,11 +29,11 @@ __all__ = [
     "ADJUDICATION_PROMPT_HASH",
     "ADJUDICATION_PROMPT_VERSION",
     "FLAG_SEVERITIES",
-    "FORCED_PRIORITY",
     "LABELS",
     "Activation",
     "Adjudication",
     "FitRecord",
+    "ItemSnapshot",
     "JudgeVote",
     "Label",
     "Lease",

@@ -1,9 +1,12 @@
-"""The durable label store (SQLite, WAL): append-only human verdicts, panel adjudications, fits, active models.
+"""The durable store (SQLite, WAL): append-only human verdicts, panel adjudications, fits, fitted risk models and
+their activations.
 
 Redis on this machine keeps nothing on disk, and verdicts are the only ground truth the service will ever see, so
 they live here, each row with its tenant and a snapshot of the item's signals and risk (a calibration report
-survives the assessment's expiry in Redis). Verdict, adjudication and activation rows are never updated or deleted
-(triggers refuse it): a second verdict on an item is a second opinion, the active model is the latest activation.
+survives the assessment's expiry in Redis). Fitted risk models live here too (not as files on the host that fitted
+them), so every worker scores with the same model. Verdict, adjudication, model and activation rows are never
+updated or deleted (triggers refuse it): a second verdict on an item is a second opinion, the active model is the
+latest activation.
 """
 
 from __future__ import annotations
@@ -67,6 +70,20 @@ CREATE TABLE IF NOT EXISTS fits (
     body TEXT NOT NULL
 );
 
+CREATE TABLE IF NOT EXISTS risk_models (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant TEXT NOT NULL,
+    name TEXT NOT NULL,
+    rule TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    body TEXT NOT NULL,
+    UNIQUE (tenant, name)
+);
+CREATE TRIGGER IF NOT EXISTS risk_models_no_update BEFORE UPDATE ON risk_models
+BEGIN SELECT RAISE(ABORT, 'risk models are append-only'); END;
+CREATE TRIGGER IF NOT EXISTS risk_models_no_delete BEFORE DELETE ON risk_models
+BEGIN SELECT RAISE(ABORT, 'risk models are append-only'); END;
+
 CREATE TABLE IF NOT EXISTS model_activations (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     tenant TEXT NOT NULL,
@@ -104,7 +121,7 @@ class Adjudication(msgspec.Struct):
     id: str
     tenant: str
     created_at: float
-    status: Literal["done", "skipped", "inconclusive"]
+    status: Literal["pending", "done", "skipped", "inconclusive"]
     label: Label | None
     reason: str | None
     source: str
@@ -303,6 +320,35 @@ class ReviewDB:
                 (tenant,),
             ).fetchall()
         return [FitRecord(r[0], r[1], r[2], r[3], msgspec.json.decode(r[4])) for r in rows]
+
+    def add_model(self, tenant: str, name_for: Any) -> tuple[str, str]:
+        """Store a fitted model under the next free name ``name_for(n)`` for n = 1, 2, ... of this tenant and return
+        (name, body). ``name_for(n)`` returns (name, rule, JSON body); the UNIQUE constraint settles races."""
+        while True:
+            with self._connect() as con:
+                (count,) = con.execute("SELECT COUNT(*) FROM risk_models WHERE tenant = ?", (tenant,)).fetchone()
+            name, rule, body = name_for(int(count) + 1)
+            try:
+                with self._write() as con:
+                    con.execute(
+                        "INSERT INTO risk_models (tenant, name, rule, created_at, body) VALUES (?, ?, ?, ?, ?)",
+                        (tenant, name, rule, time.time(), body),
+                    )
+            except sqlite3.IntegrityError:
+                continue  # another fit took this name first
+            return name, body
+
+    def models(self, tenant: str) -> list[tuple[str, str]]:
+        """(name, JSON body) of every model fitted for a tenant, oldest first."""
+        with self._connect() as con:
+            rows = con.execute("SELECT name, body FROM risk_models WHERE tenant = ? ORDER BY id", (tenant,)).fetchall()
+        return [(r[0], r[1]) for r in rows]
+
+    def models_version(self, tenant: str) -> int:
+        """Changes whenever a model is added for the tenant (the id of its latest row; 0 for none)."""
+        with self._connect() as con:
+            (latest,) = con.execute("SELECT MAX(id) FROM risk_models WHERE tenant = ?", (tenant,)).fetchone()
+        return int(latest or 0)
 
     def activate(self, tenant: str, model_name: str, rule: str) -> Activation:
         now = time.time()

@@ -9,10 +9,10 @@ Layout per tenant (every key carries the retention TTL of assessments, refreshed
   trisk:t:{tenant}:rq:leases      hash  lease id -> {reviewer, items, expires_ms, created_ms}
   trisk:t:{tenant}:rq:reviewed    hash  item id -> number of verdicts recorded
 
-Priority: forced (a hard flag the risk model forces to the top) = 1000 + percentile, otherwise the budget
-percentile (0-100); higher is reviewed first. An item is *flagged* when it is forced, its budget tier is not
-``rest`` (top 20% or riskier), or it carries a flag of severity critical, major or minor (``info`` flags do not
-count). Listing and claiming default to flagged items; ``scope=all`` includes every candidate.
+Priority: the candidate's ``risk.priority``, the one ranking (``service.core.ranking``: forced candidates first by
+flag severity, then by risk score); higher is reviewed first. An item is *flagged* when it is forced, its budget tier
+is not ``rest`` (top 20% or riskier), or it carries a flag of severity critical, major or minor (``info`` flags do
+not count). Listing and claiming default to flagged items; ``scope=all`` includes every candidate.
 
 Claims, renewals, releases and verdict bookkeeping are Lua scripts (atomic in Redis), so two reviewers never hold
 the same item. Expired leases are swept inside every script: their unreviewed items go back to ``avail``.
@@ -28,13 +28,17 @@ from typing import Any, Literal
 import msgspec
 from redis.asyncio import Redis
 
+from service.core.budget import Budget
 from service.core.errors import Conflict, InputError, NotFound
+from service.core.records import Routing
+from service.core.risk import RiskResult
 from service.core.store import AssessmentState
-from service.core.types import SignalValue
+from service.core.types import Flag, SignalResult, SignalValue
+from service.core.views import candidate_result
 
 __all__ = [
     "FLAG_SEVERITIES",
-    "FORCED_PRIORITY",
+    "ItemSnapshot",
     "Lease",
     "QueueItem",
     "ReviewQueue",
@@ -44,9 +48,21 @@ __all__ = [
     "signal_snapshot",
 ]
 
-FORCED_PRIORITY = 1000.0
 FLAG_SEVERITIES = ("critical", "major", "minor")
 ItemStatus = Literal["open", "leased", "reviewed"]
+
+
+class ItemSnapshot(msgspec.Struct):
+    """What a verdict copies of its item: every signal, the flags, each GEMBA judge's score (None = invalid answer),
+    the risk, routing and budget, and the model versions that scored it."""
+
+    signals: dict[str, SignalResult]
+    flags: list[Flag]
+    judge_scores: dict[str, float | None]
+    risk: RiskResult | None
+    routing: Routing | None
+    budget: Budget | None
+    risk_models: list[str] | None
 
 
 class QueueItem(msgspec.Struct):
@@ -66,7 +82,7 @@ class QueueItem(msgspec.Struct):
     model: str | None
     batch_id: str | None
     passage: str  # grouping key for cross-validation: the source ref, else a hash of the source text
-    snapshot: dict[str, Any]
+    snapshot: ItemSnapshot
 
 
 class Lease(msgspec.Struct):
@@ -88,36 +104,24 @@ def _keys(tenant: str) -> dict[str, str]:
     return {k: base + k for k in ("items", "order", "avail", "leased", "item_lease", "leases", "reviewed")}
 
 
-def _builtin(obj: Any) -> Any:
-    return msgspec.to_builtins(obj)
-
-
-def signal_snapshot(state: AssessmentState, candidate_id: str) -> dict[str, Any]:
-    """Signals (raw values or skip reasons), flags, judge scores, risk, routing and budget of one candidate."""
-    signals: dict[str, Any] = {}
-    flags: list[Any] = []
+def signal_snapshot(state: AssessmentState, candidate_id: str) -> ItemSnapshot:
+    """A candidate's results (``views.candidate_result``, the one merge) with GEMBA's per-judge scores."""
+    model = next((c.model for c in state.meta.request.candidates if c.id == candidate_id), None)
+    result = candidate_result(state, candidate_id, model)
     judges: dict[str, float | None] = {}
-    for part in (state.cheap, state.llm):
-        outcome = part.candidates.get(candidate_id) if part is not None else None
-        if outcome is None:
-            continue
-        for name, sig in outcome.signals.items():
-            signals[name] = _builtin(sig)
-            scores = sig.detail.get("scores") if isinstance(sig, SignalValue) else None
-            if isinstance(scores, dict):
-                for jid, sc in scores.items():  # GEMBA's per-judge scores (None = invalid answer)
-                    judges[str(jid)] = None if sc is None else float(sc)
-        flags.extend(_builtin(outcome.flags))
-    final = state.final.candidates.get(candidate_id, {}) if state.final is not None else {}
-    return {
-        "signals": signals,
-        "flags": final.get("flags", flags),
-        "judge_scores": judges,
-        "risk": final.get("risk"),
-        "routing": final.get("routing"),
-        "budget": final.get("budget"),
-        "risk_models": state.final.signature.get("risk_models") if state.final is not None else None,
-    }
+    gemba = result.signals.get("gemba_mean_risk")
+    scores = gemba.detail.get("scores") if isinstance(gemba, SignalValue) else None
+    if isinstance(scores, dict):
+        judges = {str(jid): None if sc is None else float(sc) for jid, sc in scores.items()}
+    return ItemSnapshot(
+        signals=result.signals,
+        flags=result.flags,
+        judge_scores=judges,
+        risk=result.risk,
+        routing=result.routing,
+        budget=result.budget,
+        risk_models=state.final.risk_models if state.final is not None else None,
+    )
 
 
 def queue_items(tenant: str, state: AssessmentState) -> list[QueueItem]:
@@ -128,20 +132,11 @@ def queue_items(tenant: str, state: AssessmentState) -> list[QueueItem]:
     now = time.time()
     out = []
     for c in req.candidates:
-        if state.final is None or c.id not in state.final.candidates:
+        final = state.final.candidates.get(c.id) if state.final is not None else None
+        if final is None:
             continue
-        snap = signal_snapshot(state, c.id)
-        budget = snap.get("budget") or {}
-        forced = bool(budget.get("forced"))
-        pct = budget.get("percentile")
-        tier = budget.get("tier")
-        flags = snap.get("flags") or []
-        flagged = (
-            forced
-            or (tier is not None and tier != "rest")
-            or any(isinstance(f, dict) and f.get("severity") in FLAG_SEVERITIES for f in flags)
-        )
-        priority = (FORCED_PRIORITY if forced else 0.0) + (float(pct) if isinstance(pct, int | float) else 0.0)
+        forced = final.risk.forced_severity is not None
+        flagged = forced or final.budget.tier != "rest" or any(f.severity in FLAG_SEVERITIES for f in final.flags)
         out.append(
             QueueItem(
                 id=item_id_of(meta.id, c.id),
@@ -149,16 +144,16 @@ def queue_items(tenant: str, state: AssessmentState) -> list[QueueItem]:
                 assessment_id=meta.id,
                 candidate_id=c.id,
                 enqueued_at=now,
-                priority=round(priority, 6),
+                priority=final.risk.priority,
                 flagged=flagged,
                 forced=forced,
-                tier=tier,
-                percentile=None if pct is None else float(pct),
+                tier=final.budget.tier,
+                percentile=final.budget.percentile,
                 lang=req.source.lang,
                 model=c.model,
                 batch_id=meta.batch_id,
                 passage=passage,
-                snapshot=snap,
+                snapshot=signal_snapshot(state, c.id),
             )
         )
     return out

@@ -1,0 +1,91 @@
+"""Dependencies of the request handlers (Litestar ``Provide``): store, job queue, review queue, durable store, model
+catalog and the caller's tenant. Tests override these, never the modules that use them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request
+from litestar.datastructures import State
+from litestar.di import Provide
+
+from service.app.resources import Resources, open_queue
+from service.app.tenancy import current_tenant
+from service.core.errors import NotReady
+from service.core.review.db import ReviewDB
+from service.core.review.queue import ReviewQueue
+from service.core.risk_catalog import ModelCatalog
+from service.core.settings import Settings
+from service.core.store import Store
+
+__all__ = ["JobQueue", "dependencies"]
+
+
+class JobQueue:
+    """Enqueues ARQ jobs; connects on first use when Redis was not up at start (503 until it is)."""
+
+    def __init__(self, resources: Resources) -> None:
+        self.resources = resources
+
+    async def enqueue(self, function: str, *args: Any, job_id: str) -> None:
+        if self.resources.queue is None:
+            self.resources.queue = await open_queue(self.resources.settings)
+        if self.resources.queue is None:
+            raise NotReady("the job queue is not connected")
+        # a fixed job id makes enqueueing idempotent: a replayed request never queues the same work twice
+        await self.resources.queue.enqueue_job(function, *args, _job_id=job_id)
+
+
+def provide_resources(state: State) -> Resources:
+    resources: Resources = state.resources
+    return resources
+
+
+def provide_settings(resources: Resources) -> Settings:
+    return resources.settings
+
+
+def provide_store(resources: Resources) -> Store:
+    if resources.redis is None:
+        raise NotReady("Redis is not connected")
+    return Store(resources.redis, retention_seconds=resources.settings.redis.retention_seconds)
+
+
+def provide_jobs(resources: Resources) -> JobQueue:
+    return JobQueue(resources)
+
+
+def provide_review_queue(resources: Resources) -> ReviewQueue:
+    if resources.redis is None:
+        raise NotReady("Redis is not connected")
+    return ReviewQueue(resources.redis, retention_seconds=resources.settings.redis.retention_seconds)
+
+
+def provide_db(resources: Resources) -> ReviewDB:
+    if resources.db is None:
+        raise NotReady("the durable store is not open")
+    return resources.db
+
+
+def provide_catalog(resources: Resources) -> ModelCatalog:
+    if resources.catalog is None:
+        raise NotReady("the risk-model catalog is not loaded")
+    return resources.catalog
+
+
+def provide_tenant(request: Request[Any, Any, Any]) -> str:
+    return current_tenant(request)
+
+
+def dependencies() -> dict[str, Provide]:
+    """The app-wide dependencies by parameter name (``create_app(dependency_overrides=...)`` replaces any)."""
+    return {
+        "resources": Provide(provide_resources, sync_to_thread=False),
+        "settings": Provide(provide_settings, sync_to_thread=False),
+        "store": Provide(provide_store, sync_to_thread=False),
+        "jobs": Provide(provide_jobs, sync_to_thread=False),
+        "review_queue": Provide(provide_review_queue, sync_to_thread=False),
+        "db": Provide(provide_db, sync_to_thread=False),
+        "catalog": Provide(provide_catalog, sync_to_thread=False),
+        "tenant": Provide(provide_tenant, sync_to_thread=False),
+    }

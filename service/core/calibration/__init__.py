@@ -1,0 +1,19 @@
+"""The calibration loop: labelled items from verdicts or panel labels, the detection report and its SVG, and fits of
+new risk models (stored and activated through ``service.core.risk_catalog``)."""
+
+from __future__ import annotations
+
+from service.core.calibration.fit import fit_risk_model, grouped_folds
+from service.core.calibration.labels import LabelledItem, human_items, panel_items
+from service.core.calibration.plot import report_svg
+from service.core.calibration.report import calibration_report
+
+__all__ = [
+    "LabelledItem",
+    "calibration_report",
+    "fit_risk_model",
+    "grouped_folds",
+    "human_items",
+    "panel_items",
+    "report_svg",
+]

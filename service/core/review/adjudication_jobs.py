@@ -1,0 +1,169 @@
+"""Queued adjudications: the request waits in Redis while a worker runs the panel, then its record is stored once.
+
+The API validates the request and either stores a record at once (no provider configured, too few eligible judges:
+status ``skipped`` with the reason) or queues it (status ``pending``). The ``adjudicate`` job runs the panel with the
+worker's shared LLM client (its response cache included) and appends the record to the durable store; a second
+delivery finds the record there and does nothing.
+
+  trisk:t:{tenant}:adj:{id}   the pending adjudication (an ``Adjudication`` with status pending), until stored
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from service.core.llm import load_panel, select_judges
+from service.core.review.adjudication import (
+    ADJUDICATION_PROMPT_HASH,
+    ADJUDICATION_PROMPT_VERSION,
+    PANEL_SIZE,
+    run_panel,
+)
+from service.core.review.db import Adjudication, ReviewDB
+from service.core.settings import Settings
+
+__all__ = [
+    "NO_PROVIDER_REASON",
+    "new_adjudication",
+    "pending_adjudication",
+    "pending_key",
+    "plan_adjudication",
+    "queue_adjudication",
+    "run_adjudication",
+    "store_once",
+]
+
+NO_PROVIDER_REASON = "no LLM provider configured (TRISK_LLM_BASE_URL is empty)"
+_dec = msgspec.json.Decoder(Adjudication)
+_enc = msgspec.json.Encoder()
+
+
+def pending_key(tenant: str, adjudication_id: str) -> str:
+    return f"trisk:t:{tenant}:adj:{adjudication_id}"
+
+
+def new_adjudication(
+    tenant: str,
+    *,
+    source: str,
+    candidate: str,
+    reference: str,
+    source_lang: str,
+    candidate_model: str | None,
+    item_id: str | None,
+    panel: str,
+    snapshot: dict[str, Any] | None,
+) -> Adjudication:
+    """A pending record with a fresh id (what the API queues)."""
+    return Adjudication(
+        id=uuid.uuid4().hex,
+        tenant=tenant,
+        created_at=time.time(),
+        status="pending",
+        label=None,
+        reason=None,
+        source=source,
+        candidate=candidate,
+        reference=reference,
+        source_lang=source_lang,
+        candidate_model=candidate_model,
+        item_id=item_id,
+        panel=panel,
+        panel_version=None,
+        prompt_version=ADJUDICATION_PROMPT_VERSION,
+        prompt_hash=ADJUDICATION_PROMPT_HASH,
+        judges=[],
+        votes={},
+        snapshot=snapshot,
+    )
+
+
+def plan_adjudication(pending: Adjudication, settings: Settings) -> Adjudication | None:
+    """The record to store at once when the panel cannot run (skipped, with the reason); None when it can."""
+    if not settings.llm.configured:
+        return msgspec.structs.replace(pending, status="skipped", reason=NO_PROVIDER_REASON)
+    panel = load_panel(pending.panel or settings.llm.panel, panels_dir=Path(settings.risk.models_dir) / "panels")
+    judges = select_judges(panel, pending.candidate_model).judges[:PANEL_SIZE]
+    if len(judges) < PANEL_SIZE:
+        return msgspec.structs.replace(
+            pending,
+            status="skipped",
+            panel_version=panel.version,
+            reason=f"panel {panel.name!r} has {len(judges)} eligible judges for this candidate; adjudication needs "
+            f"{PANEL_SIZE}",
+        )
+    return None
+
+
+def store_once(db: ReviewDB, record: Adjudication) -> Adjudication:
+    """Append the record; a second delivery of the same job finds it stored and keeps the first."""
+    try:
+        return db.add_adjudication(record)
+    except sqlite3.IntegrityError:
+        stored = db.adjudication(record.tenant, record.id)
+        return stored if stored is not None else record
+
+
+async def run_adjudication(ctx: dict[str, Any], tenant: str, adjudication_id: str) -> str:
+    """The worker's side: run the panel of a pending adjudication and store its record (see the module docstring)."""
+    db: ReviewDB = ctx["catalog"].db
+    settings: Settings = ctx["settings"]
+    if await asyncio.to_thread(db.adjudication, tenant, adjudication_id) is not None:
+        return "already stored"
+    raw = await ctx["store"].redis.get(pending_key(tenant, adjudication_id))
+    if raw is None:
+        return "gone"
+    pending = _dec.decode(raw)
+    record = plan_adjudication(pending, settings)
+    if record is None:
+        if ctx.get("llm") is None:
+            record = msgspec.structs.replace(pending, status="skipped", reason=NO_PROVIDER_REASON)
+        else:
+            panel = load_panel(
+                pending.panel or settings.llm.panel, panels_dir=Path(settings.risk.models_dir) / "panels"
+            )
+            judges = select_judges(panel, pending.candidate_model).judges[:PANEL_SIZE]
+            votes, label, counts = await run_panel(
+                ctx["llm"],
+                judges,
+                settings.llm,
+                source=pending.source,
+                reference=pending.reference,
+                candidate=pending.candidate,
+            )
+            record = msgspec.structs.replace(
+                pending,
+                status="done" if label is not None else "inconclusive",
+                label=label,
+                reason=None
+                if label is not None
+                else (
+                    f"{PANEL_SIZE - counts['valid_answers']} judge(s) gave no valid answer and their votes could "
+                    "change the label"
+                ),
+                panel_version=panel.version,
+                judges=[msgspec.to_builtins(v) for v in votes],
+                votes=counts,
+            )
+    await asyncio.to_thread(store_once, db, record)
+    await ctx["store"].redis.delete(pending_key(tenant, adjudication_id))
+    return record.status
+
+
+async def queue_adjudication(redis: Any, jobs: Any, pending: Adjudication, ttl: int | None) -> None:
+    """The API's side: keep the pending record where the worker and GET can read it, then queue the job
+    (``jobs.enqueue(function, *args, job_id=...)``)."""
+    await redis.set(pending_key(pending.tenant, pending.id), _enc.encode(pending), ex=ttl)
+    await jobs.enqueue("adjudicate", pending.tenant, pending.id, job_id=f"adj:{pending.id}")
+
+
+async def pending_adjudication(redis: Any, tenant: str, adjudication_id: str) -> Adjudication | None:
+    raw = await redis.get(pending_key(tenant, adjudication_id))
+    return None if raw is None else _dec.decode(raw)

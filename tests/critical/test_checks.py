@@ -7,7 +7,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from service.core.critical import CriticalChecker, CriticalReport, check_critical
+from service.core.critical import CHECKS, CriticalChecker, CriticalReport, check_critical
+from service.core.risk import RiskRegistry
 from service.core.types import SignalSkipped, SignalValue
 
 SRC = "Pañcime, bhikkhave, nīvaraṇā. Katame pañca? Āyasmā sāriputto sāvatthiyaṃ viharati. Natthi dukkhaṃ."
@@ -150,6 +151,40 @@ def test_unknown_pair_is_skipped_and_serialises() -> None:
     rep = check_critical("text", "text", [], src_lang="san", tgt_lang="en")
     assert all(isinstance(s, SignalSkipped) for s in rep.signals.values()) and rep.flags == []
     assert b'"status":"skipped"' in msgspec.json.encode(rep)
+
+
+def test_opted_in_term_flag_fires_on_swaps_only() -> None:
+    # the documented opt-in: a term the candidate merely lacks scores as high as a swap but is not worth a flag
+    checker = CriticalChecker(thresholds={"term_mismatch": 0.9})
+    dropped = checker.check(SRC, GOOD.replace("suffering", "the thing"), [GOOD] * 9)
+    assert _v(dropped, "term_mismatch") >= 0.9 and "critical.term" not in _rules(dropped)
+    assert "critical.term" in _rules(checker.check(SRC, GOOD.replace("suffering", "craving"), [GOOD] * 9))
+
+
+def test_reports_carry_exactly_the_table_signals_in_its_order(checker: CriticalChecker) -> None:
+    # a signal computed without a record would never flag, never skip with the others, and be missing from views
+    names = [c.name for c in CHECKS]
+    with_peers = checker.check(SRC, GOOD, [GOOD] * 9)
+    alone = checker.check(SRC, GOOD, [])
+    unknown = check_critical("text", "text", [], src_lang="san")
+    for rep in (with_peers, alone, unknown):
+        assert list(rep.signals) == [*names, "critical_score"]
+    assert all(isinstance(s, SignalValue) for s in with_peers.signals.values())
+    skipped_alone = {k for k, s in alone.signals.items() if isinstance(s, SignalSkipped)}
+    assert skipped_alone == {c.name for c in CHECKS if c.needs_peers}
+
+
+def test_each_rule_has_one_severity_that_the_shipped_models_force() -> None:
+    # which of a rule's signals fires first must not change its severity, and a risk model that forces a critical
+    # rule must name one the table raises, at a severity the model forces
+    severity: dict[str, str] = {}
+    for c in CHECKS:
+        assert severity.setdefault(c.rule, c.severity) == c.severity, c.name
+    models = RiskRegistry.load(Path(__file__).resolve().parents[2] / "models").models.values()
+    forced = [(m, r) for m in models for r in m.hard_flags.rules or [] if r.startswith("critical.")]
+    assert forced
+    for m, r in forced:
+        assert r in severity and severity[r] in m.hard_flags.severities, (m.name, r)
 
 
 DEV = Path(__file__).resolve().parents[3] / "shared" / "palibench-dev"

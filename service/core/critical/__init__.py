@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from service.core.critical.check import (
+    CHECKS,
     DEFAULT_THRESHOLDS,
     SIGNALS,
     VERSION,
@@ -13,6 +14,7 @@ from service.core.critical.check import (
 )
 
 __all__ = [
+    "CHECKS",
     "DEFAULT_THRESHOLDS",
     "SIGNALS",
     "VERSION",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +17,13 @@ from service.core.errors import UnknownLanguage
 from service.core.types import Flag, Severity, SignalSkipped, SignalValue
 
 __all__ = [
+    "CHECKS",
     "DEFAULT_THRESHOLDS",
     "DEFAULT_THRESHOLDS_ALONE",
+    "OFF",
     "SIGNALS",
     "VERSION",
+    "CheckSpec",
     "CriticalChecker",
     "CriticalReport",
     "check_critical",
@@ -27,83 +31,144 @@ __all__ = [
 ]
 
 VERSION = "critical-2"
-SIGNALS = (
-    "number_mismatch",
-    "name_mismatch",
-    "negation_mismatch",
-    "term_mismatch",
-    "list_size_mismatch",
-    "negation_flip",
-    "term_swap",
-    "content_excess",
-    "omitted_content",
-    "added_content",
-    "negation_consensus",
+# Signal values lie in [0, 1]: a threshold above them never fires.
+OFF = 2.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckSpec:
+    """One critical-content signal: the flag rule it raises, when, and its part in ``critical_score``."""
+
+    name: str
+    rule: str
+    severity: Severity
+    threshold: float  # flags at or above this value when the candidate has peers
+    threshold_alone: float  # ... and when it has none (only the source speaks)
+    score_weight: float = 0.0  # weight in the combined critical_score; 0 = not part of it
+    needs_peers: bool = False  # skipped (not zero) without peer translations
+    # flags only a swap (its detail: something demanded is missing and something unbacked is there)
+    flags_swaps_only: bool = False
+
+
+# One record per signal, in the order a report lists them. Thresholds were chosen on untouched palibench-dev so that
+# the union of flags stays under 5% of candidates (see bench/eval_critical.py) while injected errors still score
+# near 1. Several signals raise one rule; a candidate gets at most one flag per rule, worded by the first record in
+# this order that fires.
+CHECKS: tuple[CheckSpec, ...] = (
+    # Numbers and names are the most reliably extracted, hence the full weight in critical_score. Alone, an
+    # unsupported number or name scores 0.9 and flags only together with a missing one (a swap, >= 0.95).
+    CheckSpec(
+        name="number_mismatch",
+        rule="critical.number",
+        severity="major",
+        threshold=0.75,
+        threshold_alone=0.95,
+        score_weight=1.0,
+    ),
+    CheckSpec(
+        name="name_mismatch",
+        rule="critical.name",
+        severity="major",
+        threshold=0.9,
+        threshold_alone=0.95,
+        score_weight=1.0,
+    ),
+    # Without peers, Pali-English negation counts disagree too often for a flag: the signal stays continuous (for a
+    # risk model) and never flags alone. With peers the negation flag comes from negation_consensus (below).
+    CheckSpec(
+        name="negation_mismatch",
+        rule="critical.negation",
+        severity="major",
+        threshold=OFF,
+        threshold_alone=OFF,
+        score_weight=0.9,
+    ),
+    # Off by default: even swap-shaped term differences fire on 2.7% of untouched dev candidates, which would break
+    # the 5% budget; term_mismatch still feeds critical_score and risk models. Enable with
+    # thresholds={"term_mismatch": 0.9}. Term renderings overlap too much for a one-sided difference to be worth a
+    # reviewer's time, so only swaps flag. Alone, term counts disagree too often (as negation): never a flag.
+    CheckSpec(
+        name="term_mismatch",
+        rule="critical.term",
+        severity="minor",
+        threshold=OFF,
+        threshold_alone=OFF,
+        score_weight=0.8,
+        flags_swaps_only=True,
+    ),
+    CheckSpec(
+        name="list_size_mismatch",
+        rule="critical.list_size",
+        severity="major",
+        threshold=0.75,
+        threshold_alone=0.95,
+        score_weight=0.8,
+    ),
+    # The clause-aligned comparisons need peers (term_swap at least three); alone they are skipped, not zero.
+    # The located flip is off: negation_consensus (its mean with negation_mismatch) raises critical.negation.
+    CheckSpec(
+        name="negation_flip",
+        rule="critical.negation",
+        severity="major",
+        threshold=OFF,
+        threshold_alone=OFF,
+        needs_peers=True,
+    ),
+    # Fires on 1.7% of untouched dev candidates at 0.85, so it is off.
+    CheckSpec(
+        name="term_swap",
+        rule="critical.term",
+        severity="minor",
+        threshold=OFF,
+        threshold_alone=OFF,
+        needs_peers=True,
+    ),
+    # Off: a verbose translation is longer too; added_content flags extra size only where no peer has the content.
+    CheckSpec(
+        name="content_excess",
+        rule="critical.added_content",
+        severity="major",
+        threshold=OFF,
+        threshold_alone=OFF,
+        needs_peers=True,
+    ),
+    CheckSpec(
+        name="omitted_content",
+        rule="critical.omission",
+        severity="major",
+        threshold=OFF,
+        threshold_alone=OFF,
+        needs_peers=True,
+    ),
+    # Content that no peer covers and that makes the candidate longer than its peers (both at once: 0.6% of
+    # untouched dev at 0.2).
+    CheckSpec(
+        name="added_content",
+        rule="critical.added_content",
+        severity="major",
+        threshold=0.2,
+        threshold_alone=OFF,
+        needs_peers=True,
+    ),
+    # The mean of the clause-located flip share and the passage-level share of peers with more/fewer negators:
+    # either alone is noisier at a low false-flag rate (at 0.5% of untouched dev, 15%/29% of injected drops/adds
+    # for the flip, 19%/39% for the mean).
+    CheckSpec(
+        name="negation_consensus",
+        rule="critical.negation",
+        severity="major",
+        threshold=0.8,
+        threshold_alone=OFF,
+        needs_peers=True,
+    ),
 )
-# Clause-aligned comparisons need peers (term_swap at least three); alone they are skipped, not zero.
-PEER_ONLY = ("negation_flip", "term_swap", "content_excess", "omitted_content", "added_content", "negation_consensus")
-# Flag thresholds per signal (values are in [0, 1]); chosen on untouched palibench-dev so that the union of flags
-# stays under 5% of candidates (see bench/eval_critical.py) while injected errors still score near 1.
-# critical.term is off by default (2.0): even swap-shaped term differences fire on 2.7% of untouched dev
-# candidates, which would break the 5% budget; term_mismatch still feeds critical_score and risk models. Enable
-# with thresholds={"term_mismatch": 0.9} (swaps only). With peers the negation flag comes from negation_consensus,
-# the mean of the clause-located flip share and the passage-level share of peers with more/fewer negators: either
-# alone is noisier at a low false-flag rate (at 0.5% of untouched dev, 15%/29% of injected drops/adds for the flip,
-# 19%/39% for the mean). added_content flags content that no peer covers and that makes the candidate longer than
-# its peers (both at once: 0.6% of untouched dev at 0.2). term_swap fires on 1.7% at 0.85, so it is off.
-DEFAULT_THRESHOLDS: dict[str, float] = {
-    "number_mismatch": 0.75,
-    "name_mismatch": 0.9,
-    "negation_mismatch": 2.0,
-    "term_mismatch": 2.0,
-    "list_size_mismatch": 0.75,
-    "negation_flip": 2.0,
-    "term_swap": 2.0,
-    "content_excess": 2.0,
-    "omitted_content": 2.0,
-    "added_content": 0.2,
-    "negation_consensus": 0.8,
-}
-# Without peers only the source speaks, and Pali-English negation and term counts disagree too often for a flag:
-# those two signals stay continuous (for a risk model) and never flag alone.
-# Alone, an unsupported number or name scores 0.9 and flags only together with a missing one (a swap, >= 0.95).
-DEFAULT_THRESHOLDS_ALONE: dict[str, float] = {
-    "number_mismatch": 0.95,
-    "name_mismatch": 0.95,
-    "negation_mismatch": 2.0,
-    "term_mismatch": 2.0,
-    "list_size_mismatch": 0.95,
-    "negation_flip": 2.0,
-    "term_swap": 2.0,
-    "content_excess": 2.0,
-    "omitted_content": 2.0,
-    "added_content": 2.0,
-    "negation_consensus": 2.0,
-}
+SIGNALS = tuple(c.name for c in CHECKS)
+PEER_ONLY = tuple(c.name for c in CHECKS if c.needs_peers)
+DEFAULT_THRESHOLDS: dict[str, float] = {c.name: c.threshold for c in CHECKS}
+DEFAULT_THRESHOLDS_ALONE: dict[str, float] = {c.name: c.threshold_alone for c in CHECKS}
 # An English word that renders some other term is weak evidence (renderings overlap: "good" for kusala and
 # puñña); a source term that the candidate alone does not render is the stronger one.
 TERM_EXTRA_WEIGHT = 0.6
-_RULES: dict[str, tuple[str, Severity]] = {
-    "number_mismatch": ("critical.number", "major"),
-    "name_mismatch": ("critical.name", "major"),
-    "negation_mismatch": ("critical.negation", "major"),
-    "term_mismatch": ("critical.term", "minor"),
-    "list_size_mismatch": ("critical.list_size", "major"),
-    "negation_flip": ("critical.negation", "major"),
-    "term_swap": ("critical.term", "minor"),
-    "content_excess": ("critical.added_content", "major"),
-    "omitted_content": ("critical.omission", "major"),
-    "added_content": ("critical.added_content", "major"),
-    "negation_consensus": ("critical.negation", "major"),
-}
-# Weights of each signal in the combined score: numbers and names are the most reliably extracted.
-_WEIGHTS = {
-    "number_mismatch": 1.0,
-    "name_mismatch": 1.0,
-    "negation_mismatch": 0.9,
-    "term_mismatch": 0.8,
-    "list_size_mismatch": 0.8,
-}
 
 
 class CriticalReport(msgspec.Struct, forbid_unknown_fields=True):
@@ -127,24 +192,34 @@ class _Finding:
 
 def _compare_sets(
     cand: set[Any],
-    cand_weak: Iterable[Any],
-    src_strong: set[Any],
-    src_support: Callable[[Any], bool],
+    source: set[Any],
     peers: Sequence[set[Any]],
     label: Callable[[Any], str],
     *,
     extra_alone: float,
     missing_alone: float,
     extra_weight: float = 1.0,
+    cand_weak: Iterable[Any] = (),
+    source_backs: Callable[[Any], bool] = lambda v: False,
 ) -> list[_Finding]:
-    """Items the candidate adds or drops, scored by how source and peers back them."""
+    """Items the candidate adds or drops, scored by how source and peers back them.
+
+    ``source`` holds the items the source states (it demands them); ``source_backs`` accepts an item the source does
+    not state but does not contradict either. ``cand_weak`` holds the candidate's weak forms: they answer a demand
+    but are not claims of their own. Alone (no peers) an unbacked item scores ``extra_alone``, a missing one
+    ``missing_alone``.
+    """
     n = len(peers)
+
+    def votes(v: Any) -> int:
+        return sum(1 for p in peers if v in p)
+
     found: list[_Finding] = []
     weak = set(cand_weak)
     for v in cand:
-        if src_support(v):
+        if v in source or source_backs(v):
             continue
-        k = sum(1 for p in peers if v in p)
+        k = votes(v)
         if n:
             # Alone among peers (and unsupported by the source) is suspect; backed by half the peers is not.
             risk = extra_weight * max(0.0, 1.0 - 2.0 * k / n)
@@ -153,21 +228,21 @@ def _compare_sets(
             risk = extra_alone
             who = "not in the source"
         found.append(_Finding(risk, "extra", label(v), who))
-    demanded = set(src_strong)
+    demanded = set(source)
     if n:
         # Peer majority also demands an item: source extraction can miss a form, eight translators rarely do.
         pool: set[Any] = set()
         for p in peers:
             pool |= p
         for v in pool:
-            if v not in demanded and sum(1 for p in peers if v in p) >= 0.75 * n:
+            if v not in demanded and votes(v) >= 0.75 * n:
                 demanded.add(v)
     for v in demanded:
         if v in cand or v in weak:
             continue
-        in_src = v in src_strong
+        in_src = v in source
         if n:
-            k = sum(1 for p in peers if v in p)
+            k = votes(v)
             frac = k / n
             risk = frac if in_src else 0.85 * frac
             who = ("source and " if in_src else "") + f"{k}/{n} peers say"
@@ -205,6 +280,30 @@ def _signal(findings: list[_Finding], what: str) -> SignalValue:
             "items": [{"kind": f.kind, "item": f.label, "risk": round(f.risk, 3)} for f in findings[:6]],
         },
     )
+
+
+def _critical_score(sig: dict[str, SignalValue | SignalSkipped]) -> float:
+    """The weighted signals combined like independent risks: one minus the product of (1 - weight * value)."""
+    keep = 1.0
+    for c in CHECKS:
+        s = sig[c.name]
+        if c.score_weight and isinstance(s, SignalValue):
+            keep *= 1.0 - c.score_weight * s.value
+    return round(1.0 - keep, 4)
+
+
+def _flags(sig: dict[str, SignalValue | SignalSkipped], limits: dict[str, float]) -> list[Flag]:
+    """The rules that fired, each once, in table order and worded by the first of its signals that fired."""
+    flags: list[Flag] = []
+    fired: set[str] = set()
+    for c in CHECKS:
+        s = sig[c.name]
+        if c.rule in fired or not isinstance(s, SignalValue):
+            continue
+        if s.value >= limits[c.name] and (s.detail.get("swap") or not c.flags_swaps_only):
+            flags.append(Flag(rule=c.rule, severity=c.severity, detail=str(s.detail.get("summary", c.name))))
+            fired.add(c.rule)
+    return flags
 
 
 class CriticalChecker:
@@ -263,26 +362,36 @@ class CriticalChecker:
 
     def _report(self, src: Content, cand: Content, peers: list[Content]) -> CriticalReport:
         n = len(peers)
-        sig: dict[str, SignalValue | SignalSkipped] = {}
+        sig: dict[str, SignalValue | SignalSkipped] = {
+            "number_mismatch": self._numbers(src, cand, peers),
+            "name_mismatch": self._names(src, cand, peers),
+            "negation_mismatch": self._negation(src, cand, peers),
+            "term_mismatch": self._terms(src, cand, peers),
+            "list_size_mismatch": self._list_sizes(src, cand, peers),
+            **self._aligned(cand, peers),
+        }
+        sig["negation_consensus"] = self._negation_consensus(sig)
+        sig["critical_score"] = SignalValue(value=_critical_score(sig), detail={"peers": n})
+        limits = self.thresholds if n else self.thresholds_alone
+        return CriticalReport(signals=sig, flags=_flags(sig, limits), peers=n)
 
-        src_nums = set(src.numbers)
-        sig["number_mismatch"] = _signal(
-            _compare_sets(
-                set(cand.numbers),
-                cand.numbers_weak,
-                src_nums,
-                lambda v: v in src_nums or v in src.numbers_weak,
-                [set(p.numbers) | p.numbers_weak for p in peers],
-                lambda v: number_word(v),
-                extra_alone=0.9,
-                missing_alone=0.6,
-            ),
-            "number",
+    def _numbers(self, src: Content, cand: Content, peers: list[Content]) -> SignalValue:
+        found = _compare_sets(
+            set(cand.numbers),
+            set(src.numbers),
+            [set(p.numbers) | p.numbers_weak for p in peers],
+            number_word,
+            extra_alone=0.9,
+            missing_alone=0.6,
+            cand_weak=cand.numbers_weak,
+            source_backs=lambda v: v in src.numbers_weak,
         )
+        return _signal(found, "number")
 
-        def name_supported(k: object) -> bool:
+    def _names(self, src: Content, cand: Content, peers: list[Content]) -> SignalValue:
+        def backs(k: object) -> bool:
             # Lenient on purpose: a name whose stem starts a source word, or sits in a compound, is not an addition.
-            if k in src.names or not isinstance(k, str):
+            if not isinstance(k, str):
                 return True
             return (len(k) >= 5 and k in src.folded) or f" {k}" in f" {src.folded}"
 
@@ -291,74 +400,40 @@ class CriticalChecker:
             got = c.names | c.names_unknown
             return got | {sk for sk in src.names for ck in got if len(ck) >= 5 and (ck in sk or sk in ck)}
 
-        sig["name_mismatch"] = _signal(
-            _compare_sets(
-                aligned(cand),
-                (),
-                src.names,
-                name_supported,
-                [aligned(p) for p in peers],
-                lambda k: self._name_label(str(k)),
-                extra_alone=0.9,
-                missing_alone=0.5,
-            ),
-            "name",
+        found = _compare_sets(
+            aligned(cand),
+            src.names,
+            [aligned(p) for p in peers],
+            lambda k: self._name_label(str(k)),
+            extra_alone=0.9,
+            missing_alone=0.5,
+            source_backs=backs,
         )
+        return _signal(found, "name")
 
-        sig["negation_mismatch"] = self._negation(src, cand, peers)
-
-        src_terms = set(src.terms)
-        term_find = _compare_sets(
+    def _terms(self, src: Content, cand: Content, peers: list[Content]) -> SignalValue:
+        found = _compare_sets(
             set(cand.terms),
-            (),
-            src_terms,
-            lambda t: t in src_terms,
+            set(src.terms),
             [set(p.terms) for p in peers],
             lambda t: f"{t} ({'/'.join(self.lexicon.glossary.terms[str(t)].renderings[:3])})",
             extra_alone=0.5 * TERM_EXTRA_WEIGHT,
             missing_alone=0.6,
             extra_weight=TERM_EXTRA_WEIGHT,
         )
-        sig["term_mismatch"] = _signal(term_find, "term")
+        return _signal(found, "term")
 
-        sig["list_size_mismatch"] = _signal(
-            _compare_sets(
-                cand.lists,
-                (),
-                src.lists,
-                lambda v: v in src.lists or v in src.numbers,
-                [p.lists for p in peers],
-                lambda v: f"a list of {number_word(v)}",
-                extra_alone=0.8,
-                missing_alone=0.0,
-            ),
-            "list size",
+    def _list_sizes(self, src: Content, cand: Content, peers: list[Content]) -> SignalValue:
+        found = _compare_sets(
+            cand.lists,
+            src.lists,
+            [p.lists for p in peers],
+            lambda v: f"a list of {number_word(v)}",
+            extra_alone=0.8,
+            missing_alone=0.0,
+            source_backs=lambda v: v in src.numbers,
         )
-
-        sig.update(self._aligned(cand, peers))
-        sig["negation_consensus"] = self._negation_consensus(sig)
-
-        keep = 1.0
-        for name, w in _WEIGHTS.items():
-            s = sig[name]
-            if isinstance(s, SignalValue):
-                keep *= 1.0 - w * s.value
-        sig["critical_score"] = SignalValue(value=round(1.0 - keep, 4), detail={"peers": n})
-
-        flags: list[Flag] = []
-        limits = self.thresholds if n else self.thresholds_alone
-        fired: set[str] = set()
-        for name, (rule, severity) in _RULES.items():
-            s = sig[name]
-            if rule in fired:  # one flag per rule (negation has a count-based and a located signal)
-                continue
-            # Term renderings overlap too much for a one-sided difference to be worth a reviewer's time: flag swaps.
-            if name == "term_mismatch" and isinstance(s, SignalValue) and not s.detail.get("swap"):
-                continue
-            if isinstance(s, SignalValue) and s.value >= limits[name]:
-                flags.append(Flag(rule=rule, severity=severity, detail=str(s.detail.get("summary", name))))
-                fired.add(rule)
-        return CriticalReport(signals=sig, flags=flags, peers=n)
+        return _signal(found, "list size")
 
     def _aligned(self, cand: Content, peers: list[Content]) -> dict[str, SignalValue | SignalSkipped]:
         """The clause-aligned peer comparisons: located negation flips, doctrinal-term swaps, added content."""

@@ -7,18 +7,21 @@ import math
 import numpy as np
 import pytest
 
+import service.core.signals.compute as compute_module
 from service.core.signals import (
+    FAMILIES,
     PEER_SIGNALS,
+    SIGNAL_NAMES,
     CandidateSignals,
     LengthModel,
     add_translator_signal,
     candidate_flags,
-    chrf,
     compute_signals,
     fit_length_model,
     letter_count,
 )
-from service.core.types import SignalSkipped, SignalValue
+from service.core.signals.base import Passage
+from service.core.types import SignalResult, SignalSkipped, SignalValue
 
 TOL = 1e-4
 R2 = math.sqrt(0.5)
@@ -92,16 +95,134 @@ def test_without_embeddings_the_text_signals_still_compute() -> None:
 
 
 @pytest.mark.parametrize(
-    ("hyp", "ref", "expected"),
-    [("abc def", "abc def", 100.0), ("abc", "xyz", 0.0), ("", "abc", 0.0), ("a b", "ab", 100.0)],
+    ("candidates", "expected"),
+    [
+        # chrF (see tests/core/test_chrf.py): ab->abc 7/11, ab->abcd 25/53; abc->ab 7/8, abc->abcd 115/167;
+        # abcd->ab 25/32, abcd->abc 115/128. Risk = 1 - mean over the peers / 100.
+        (
+            ["ab", "abc", "abcd"],
+            [1 - (7 / 11 + 25 / 53) / 2, 1 - (7 / 8 + 115 / 167) / 2, 1 - (25 / 32 + 115 / 128) / 2],
+        ),
+        (["ab", "abc"], [1 - 7 / 11, 1 - 7 / 8]),
+        (["abc", "xyz", "abc"], [0.5, 1.0, 0.5]),
+    ],
 )
-def test_chrf_table(hyp: str, ref: str, expected: float) -> None:
-    assert chrf(hyp, ref) == pytest.approx(expected, abs=TOL)
+def test_peer_chrf_risk_table(candidates: list[str], expected: list[float]) -> None:
+    got = [value(cs.signals["peer_chrf_risk"]) for cs in compute_signals(PALI, candidates)]
+    assert got == pytest.approx(expected, abs=TOL)
 
 
-def test_chrf_weighs_recall() -> None:
-    # beta = 2: dropping half the reference costs more than adding the same amount of extra text
-    assert chrf("abcdef", "abcdefghijkl") < chrf("abcdefghijkl", "abcdef")
+NEEDS_TWO = "needs at least two candidates of the same passage"
+NEEDS_THREE = "needs at least three candidates (a spread of the other candidates)"
+
+
+@pytest.mark.parametrize(
+    ("n", "kwargs", "expected"),
+    [
+        (
+            1,
+            {},
+            {
+                "source_distance": "not requested (check source_distance) or no source embedding",
+                **{name: NEEDS_TWO for name in PEER_SIGNALS},
+                "length_ratio_z": "no length model for pli-en",
+                "length_ratio_short_z": "no length model for pli-en",
+                "novelty": "source novelty was not looked up",
+            },
+        ),
+        (
+            2,
+            {"candidate_embeddings": EMB3[:2], "source_embedding": SRC_EMB},
+            {
+                "peer_centroid_z": NEEDS_THREE,
+                "source_distance_peer_z": NEEDS_THREE,
+                "peer_length_z": NEEDS_THREE,
+                "peer_length_short_z": NEEDS_THREE,
+            },
+        ),
+        (
+            3,
+            {"candidate_embeddings": EMB3},
+            {
+                "source_distance": "not requested (check source_distance) or no source embedding",
+                "source_distance_peer_z": "no source embedding",
+            },
+        ),
+        (
+            # source-space embeddings alone give source_distance; its peer z counts among the peer-embedding signals
+            3,
+            {"source_space_embeddings": EMB3, "source_embedding": SRC_EMB},
+            {
+                name: "no candidate embeddings"
+                for name in (
+                    "peer_centroid_distance",
+                    "peer_centroid_z",
+                    "peer_mean_distance",
+                    "peer_knn_distance",
+                    "source_distance_peer_z",
+                )
+            },
+        ),
+    ],
+)
+def test_skip_reasons_table(n: int, kwargs: dict[str, object], expected: dict[str, str]) -> None:
+    if n > 1:  # give everything else a signal can need, so only the skips the row is about remain
+        kwargs = {"length_model": LM, "novelty": SignalValue(value=0.1), **kwargs}
+        expected = {"translator_peer_distance": "batch-level signal; needs add_translator_signal", **expected}
+    for cs in compute_signals(PALI, [ENGLISH] * n, **kwargs):
+        assert set(cs.signals) == set(SIGNAL_NAMES)
+        skipped = {k: r.reason for k, r in cs.signals.items() if isinstance(r, SignalSkipped)}
+        assert skipped == expected
+
+
+def test_a_letterless_source_skips_the_length_ratio() -> None:
+    (cs,) = compute_signals("12 … 34", [ENGLISH], length_model=LM)
+    for name in ("length_ratio_z", "length_ratio_short_z"):
+        res = cs.signals[name]
+        assert isinstance(res, SignalSkipped) and res.reason == "the source has no letters"
+
+
+def test_signal_names_are_the_families_names_once_each() -> None:
+    # risk models name these signals: renaming or dropping one breaks stored models
+    assert sorted(SIGNAL_NAMES) == sorted(
+        [
+            "source_distance",
+            "length_ratio_z",
+            "length_ratio_short_z",
+            "source_copy_share",
+            "novelty",
+            *PEER_SIGNALS,
+        ]
+    )
+    assert sorted(PEER_SIGNALS) == sorted(
+        [
+            "peer_centroid_distance",
+            "peer_centroid_z",
+            "peer_mean_distance",
+            "peer_knn_distance",
+            "peer_chrf_risk",
+            "peer_length_z",
+            "peer_length_short_z",
+            "source_distance_peer_z",
+            "translator_peer_distance",
+        ]
+    )
+    assert len(set(SIGNAL_NAMES)) == len(SIGNAL_NAMES)
+    assert all(set(f.peer_names) <= set(f.names) for f in FAMILIES)
+
+
+class _Forgetful:
+    names = ("source_distance", "extra")
+    peer_names: tuple[str, ...] = ()
+
+    def compute(self, passage: Passage) -> list[dict[str, SignalResult]]:
+        return [{"source_distance": SignalValue(value=0.0)} for _ in passage.candidates]
+
+
+def test_a_family_that_omits_one_of_its_signals_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compute_module, "FAMILIES", (_Forgetful(),))
+    with pytest.raises(RuntimeError, match="_Forgetful returned"):
+        compute_signals(PALI, [ENGLISH, ENGLISH])
 
 
 # three passages with letter ratios 1, 2 and 1/2: log ratios 0, ln 2, -ln 2 -> mean 0, sd ln 2

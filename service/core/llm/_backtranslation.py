@@ -1,7 +1,8 @@
 """Backtranslation: a judge renders the English candidate back into Pali; risk = source material lost.
 
 Metrics compare the backtranslation with the source after Pali normalisation (``service.core.text``):
-- ``chrf``: sacrebleu chrF (char 6-grams, beta 2, whitespace ignored) on the word tokens joined by spaces;
+- ``chrf``: the codebase's chrF (``service.core.chrf``: sacrebleu, char 6-grams, beta 2, whitespace ignored) on the
+  word tokens joined by spaces;
 - ``char5_jaccard``: weighted Jaccard (sum of min counts / sum of max counts) of character 5-grams of the
   normalised passage string (content tokens joined by single spaces, as DEVELOPERS.md defines it);
 - ``token_jaccard``: weighted Jaccard of content tokens (>= 4 characters, particles dropped).
@@ -22,8 +23,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
-from sacrebleu.metrics import CHRF
 
+from service.core.chrf import chrf as chrf_score
 from service.core.llm._client import ChatMessage
 from service.core.llm._gemba import data_fence_tag
 from service.core.llm._judging import Attempt, AttemptOptions, Cost, JudgeStatus, ask_until_parsed
@@ -76,7 +77,6 @@ BACKTRANSLATION_PROMPT_HASH = hashlib.sha256(
     f"{BACKTRANSLATION_PROMPT_VERSION}\n{_SYSTEM}\n{_USER}".encode()
 ).hexdigest()
 
-_CHRF = CHRF()  # sacrebleu defaults: char_order 6, word_order 0, beta 2
 _DECODER = json.JSONDecoder()
 
 
@@ -136,7 +136,7 @@ class BacktranslationMetrics(msgspec.Struct, forbid_unknown_fields=True, frozen=
 def backtranslation_metrics(source: str, backtranslation: str) -> BacktranslationMetrics:
     src_words = " ".join(word_tokens(source, "pli"))
     bt_words = " ".join(word_tokens(backtranslation, "pli"))
-    chrf = _CHRF.sentence_score(bt_words, [src_words]).score
+    chrf = chrf_score(bt_words, src_words)
     src_content = content_tokens(source, "pli")
     bt_content = content_tokens(backtranslation, "pli")
     char5 = weighted_jaccard(_char_ngrams(" ".join(src_content), 5), _char_ngrams(" ".join(bt_content), 5))

@@ -20,7 +20,9 @@ __all__ = [
     "budget_count",
     "budget_stats",
     "cohen_kappa",
+    "cohen_kappa_rows",
     "krippendorff_alpha_nominal",
+    "krippendorff_alpha_nominal_rows",
     "pearson",
     "pearson_rows",
     "precision_at_budget",
@@ -195,19 +197,26 @@ def cohen_kappa(a: Sequence[object], b: Sequence[object]) -> float:
     """
     if len(a) != len(b):
         raise ValueError(f"{len(a)} vs {len(b)} ratings")
-    n = len(a)
-    if n == 0:
+    if len(a) == 0:
         return math.nan
     cats = sorted({*a, *b}, key=repr)
     index = {c: i for i, c in enumerate(cats)}
-    table = np.zeros((len(cats), len(cats)), dtype=np.float64)
-    for x, y in zip(a, b, strict=True):
-        table[index[x], index[y]] += 1
-    p_o = float(np.trace(table)) / n
-    p_e = float((table.sum(axis=1) * table.sum(axis=0)).sum()) / (n * n)
-    if p_e >= 1.0:
-        return 1.0
-    return (p_o - p_e) / (1.0 - p_e)
+    codes_a = np.array([index[x] for x in a], dtype=np.int64)
+    codes_b = np.array([index[y] for y in b], dtype=np.int64)
+    return float(cohen_kappa_rows(codes_a[None, :], codes_b[None, :], len(cats))[0])
+
+
+def cohen_kappa_rows(a: np.ndarray, b: np.ndarray, n_categories: int) -> np.ndarray:
+    """``cohen_kappa`` of each row pair of two (rows x n) arrays of category codes ``0..n_categories-1``."""
+    a = np.asarray(a)
+    b = np.asarray(b)
+    p_o = (a == b).mean(axis=1)
+    p_e = np.zeros(a.shape[0])
+    for c in range(n_categories):
+        p_e += (a == c).mean(axis=1) * (b == c).mean(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        kappa = (p_o - p_e) / (1.0 - p_e)
+    return np.where(p_e >= 1.0, 1.0, kappa)
 
 
 def pearson(x: ArrayLike, y: ArrayLike) -> float:
@@ -258,6 +267,33 @@ def spearman_rows(x: np.ndarray, y: np.ndarray, mask: np.ndarray | None = None) 
     return pearson_rows(rx, ry, m)
 
 
+def _unit_coincidences(units: Sequence[Sequence[object | None]]) -> np.ndarray:
+    """Per unit, its (K x K) coincidences: each ordered pair of values adds 1/(m-1); unpairable units add 0."""
+    values = sorted({v for unit in units for v in unit if v is not None}, key=repr)
+    index = {v: i for i, v in enumerate(values)}
+    out = np.zeros((len(units), len(values), len(values)), dtype=np.float64)
+    for u, unit in enumerate(units):
+        present = [index[v] for v in unit if v is not None]
+        m = len(present)
+        if m < 2:
+            continue
+        counts = np.bincount(present, minlength=len(values)).astype(np.float64)
+        # ordered pairs of distinct positions: n_c * n_k for c != k, n_c * (n_c - 1) on the diagonal
+        out[u] = (np.outer(counts, counts) - np.diag(counts)) / (m - 1)
+    return out
+
+
+def _alpha(o: np.ndarray) -> np.ndarray:
+    """Nominal alpha from (..., K, K) coincidence matrices."""
+    n_c = o.sum(axis=-1)
+    n = n_c.sum(axis=-1)
+    expected = n * n - (n_c * n_c).sum(axis=-1)  # sum over c != k of n_c * n_k
+    observed = o.sum(axis=(-2, -1)) - np.trace(o, axis1=-2, axis2=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        alpha = 1.0 - (n - 1.0) * observed / expected
+    return np.where((n >= 2) & (expected > 0), alpha, np.nan)
+
+
 def krippendorff_alpha_nominal(units: Sequence[Sequence[object | None]]) -> float:
     """Krippendorff's alpha for nominal data: ``units[u][r]`` is rater r's value for unit u, None = missing.
 
@@ -265,25 +301,19 @@ def krippendorff_alpha_nominal(units: Sequence[Sequence[object | None]]) -> floa
     values are not pairable. alpha = 1 - (n-1) * sum_{c!=k} o_ck / sum_{c!=k} n_c * n_k. NaN when fewer than
     two pairable values or a single category is used (no expected disagreement: alpha is undefined).
     """
-    values = sorted({v for unit in units for v in unit if v is not None}, key=repr)
-    index = {v: i for i, v in enumerate(values)}
-    o = np.zeros((len(values), len(values)), dtype=np.float64)
-    for unit in units:
-        present = [index[v] for v in unit if v is not None]
-        m = len(present)
-        if m < 2:
-            continue
-        counts = np.bincount(present, minlength=len(values)).astype(np.float64)
-        # ordered pairs of distinct positions: n_c * n_k for c != k, n_c * (n_c - 1) on the diagonal
-        pairs = np.outer(counts, counts) - np.diag(counts)
-        o += pairs / (m - 1)
-    n_c = o.sum(axis=1)
-    n = float(n_c.sum())
-    expected = float(n * n - (n_c * n_c).sum())  # sum over c != k of n_c * n_k
-    if n < 2 or expected == 0.0:
+    per_unit = _unit_coincidences(units)
+    if per_unit.shape[1] == 0:
         return math.nan
-    observed = float(o.sum() - np.trace(o))
-    return 1.0 - (n - 1.0) * observed / expected
+    return float(_alpha(per_unit.sum(axis=0)))
+
+
+def krippendorff_alpha_nominal_rows(units: Sequence[Sequence[object | None]], draws: np.ndarray) -> np.ndarray:
+    """``krippendorff_alpha_nominal`` of each row of unit indices (a bootstrap draw of units per row)."""
+    per_unit = _unit_coincidences(units)
+    if per_unit.shape[1] == 0:
+        return np.full(draws.shape[0], np.nan)
+    weights = np.stack([np.bincount(row, minlength=len(units)) for row in draws]).astype(np.float64)
+    return _alpha(np.tensordot(weights, per_unit, axes=1))
 
 
 class BootstrapOptions(msgspec.Struct, forbid_unknown_fields=True, frozen=True):

@@ -46,7 +46,8 @@ TABLE: list[tuple[str, str, dict[str, float | str]]] = [
     ),
     (
         "Chinese table, reason column first",
-        "| 理由 | 维度 | 评分 |\n|---|---|---|\n| 很好 | 内容 | 85 |\n| 一般 | 修辞 | 70分 |\n| 深刻 | 思想情感 | N/A |",
+        "| 理由 | 维度 | 评分 |\n|---|---|---|\n| 很好 | 内容 | 85 |\n| 一般 | 修辞 | 70分 |\n"
+        "| 深刻 | 思想情感 | N/A |",
         {"content": 85.0, "rhetorical_techniques": 70.0, "thought_and_emotion": "not_a_number"},
     ),
     (
@@ -90,8 +91,7 @@ TABLE: list[tuple[str, str, dict[str, float | str]]] = [
     ),
     (
         "prose around the lines, an overall line, a word instead of a number",
-        "Here is my evaluation.\nContent: 85 - ok\nRhetorical techniques: N/A\nOverall: 80\n"
-        "Thought and emotion: ٨٥",
+        "Here is my evaluation.\nContent: 85 - ok\nRhetorical techniques: N/A\nOverall: 80\nThought and emotion: ٨٥",
         {"content": 85.0, "rhetorical_techniques": "missing", "thought_and_emotion": "missing"},
     ),
     (
@@ -153,7 +153,12 @@ def test_failures_quote_what_the_judge_wrote() -> None:
 @pytest.mark.parametrize(
     ("answer", "text", "names", "before"),
     [
-        ("Role: I am Bei Dao, the author of this poem.\nContent: 85", "I am Bei Dao, the author of this poem.", True, True),
+        (
+            "Role: I am Bei Dao, the author of this poem.\nContent: 85",
+            "I am Bei Dao, the author of this poem.",
+            True,
+            True,
+        ),
         ("角色：我是诗人北岛\n内容：85", "我是诗人北岛", True, True),
         ("**Role:** an ordinary reader\nContent: 85", "an ordinary reader", False, True),
         ("Content: 85\nMy role: the poet", "the poet", False, False),

@@ -37,7 +37,7 @@ def test_persona_field_limit_is_inclusive() -> None:
     at_limit = msgspec.structs.replace(PERSONA, critics_comments="x" * PERSONA_FIELD_MAX_CHARS)
     assert validate_persona(at_limit) is at_limit
     over = msgspec.structs.replace(PERSONA, experience_and_views="x" * (PERSONA_FIELD_MAX_CHARS + 1))
-    with pytest.raises(InputError, match="persona.experience_and_views has 20001 characters; the limit is 20000"):
+    with pytest.raises(InputError, match=r"persona\.experience_and_views has 20001 characters; the limit is 20000"):
         validate_persona(over)
 
 
@@ -71,16 +71,20 @@ def test_short_latin_names_match_whole_words_only() -> None:
 
 
 def test_dimensions_default_order_and_bad_names() -> None:
-    assert [d.name for d in resolve_dimensions(None)] == list(DEFAULT_DIMENSIONS) == [
-        "content",
-        "language",
-        "imagery",
-        "rhetorical_techniques",
-        "rhythm",
-        "defamiliarization",
-        "thought_and_emotion",
-        "modernity",
-    ]
+    assert (
+        [d.name for d in resolve_dimensions(None)]
+        == list(DEFAULT_DIMENSIONS)
+        == [
+            "content",
+            "language",
+            "imagery",
+            "rhetorical_techniques",
+            "rhythm",
+            "defamiliarization",
+            "thought_and_emotion",
+            "modernity",
+        ]
+    )
     assert [d.name for d in resolve_dimensions(["rhythm", "content"])] == ["rhythm", "content"]
     with pytest.raises(InputError, match="unknown dimension"):
         resolve_dimensions(["content", "beauty"])

@@ -332,12 +332,11 @@ def _reduction(
     n: int,
     options: BootstrapOptions,
 ) -> DimensionReduction:
-    if b_err is None or s_err is None or b_err == 0.0:
+    """The reduction from the same statistic as its interval (None when the baseline error is 0 or missing)."""
+    if b_err is None or s_err is None or not base or not system:
         return DimensionReduction(label, b_err, s_err, None, None)
-    fn = _reduction_fn(base, system)
-    return DimensionReduction(
-        label, b_err, s_err, (b_err - s_err) / b_err * 100.0, bootstrap_interval(n, fn, options, vectorized=True)
-    )
+    value, ci = _figure(_reduction_fn(base, system), n, options)
+    return DimensionReduction(label, b_err, s_err, value, ci)
 
 
 def poller_agreement(request: PollerAgreementRequest) -> PollerAgreement:

@@ -1,9 +1,10 @@
-"""Detection metrics for risk scores vs binary labels: AUC, recall/precision at budgets, Wilson, Spearman, kappa."""
+"""Detection and agreement metrics: AUC, budgets, Wilson, Spearman, Pearson, kappa, alpha, bootstrap."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Annotated
 
 import msgspec
 import numpy as np
@@ -11,14 +12,23 @@ from scipy import stats
 
 __all__ = [
     "DEFAULT_BUDGETS",
+    "BootstrapOptions",
     "BudgetStats",
+    "Interval",
     "auc",
+    "bootstrap_interval",
     "budget_count",
     "budget_stats",
     "cohen_kappa",
+    "cohen_kappa_rows",
+    "krippendorff_alpha_nominal",
+    "krippendorff_alpha_nominal_rows",
+    "pearson",
+    "pearson_rows",
     "precision_at_budget",
     "recall_at_budget",
     "spearman",
+    "spearman_rows",
     "top_k_mask",
     "wilson_interval",
 ]
@@ -187,16 +197,174 @@ def cohen_kappa(a: Sequence[object], b: Sequence[object]) -> float:
     """
     if len(a) != len(b):
         raise ValueError(f"{len(a)} vs {len(b)} ratings")
-    n = len(a)
-    if n == 0:
+    if len(a) == 0:
         return math.nan
     cats = sorted({*a, *b}, key=repr)
     index = {c: i for i, c in enumerate(cats)}
-    table = np.zeros((len(cats), len(cats)), dtype=np.float64)
-    for x, y in zip(a, b, strict=True):
-        table[index[x], index[y]] += 1
-    p_o = float(np.trace(table)) / n
-    p_e = float((table.sum(axis=1) * table.sum(axis=0)).sum()) / (n * n)
-    if p_e >= 1.0:
-        return 1.0
-    return (p_o - p_e) / (1.0 - p_e)
+    codes_a = np.array([index[x] for x in a], dtype=np.int64)
+    codes_b = np.array([index[y] for y in b], dtype=np.int64)
+    return float(cohen_kappa_rows(codes_a[None, :], codes_b[None, :], len(cats))[0])
+
+
+def cohen_kappa_rows(a: np.ndarray, b: np.ndarray, n_categories: int) -> np.ndarray:
+    """``cohen_kappa`` of each row pair of two (rows x n) arrays of category codes ``0..n_categories-1``."""
+    a = np.asarray(a)
+    b = np.asarray(b)
+    p_o = (a == b).mean(axis=1)
+    p_e = np.zeros(a.shape[0])
+    for c in range(n_categories):
+        p_e += (a == c).mean(axis=1) * (b == c).mean(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        kappa = (p_o - p_e) / (1.0 - p_e)
+    return np.where(p_e >= 1.0, 1.0, kappa)
+
+
+def pearson(x: ArrayLike, y: ArrayLike) -> float:
+    """Pearson's r; NaN if either side is constant or there are fewer than two pairs."""
+    a = _as_scores(x)
+    b = _as_scores(y)
+    if a.shape != b.shape:
+        raise ValueError(f"{a.shape[0]} vs {b.shape[0]} values")
+    return float(pearson_rows(a[None, :], b[None, :])[0])
+
+
+def pearson_rows(x: np.ndarray, y: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """Pearson's r of each row pair of two (rows x m) arrays over the ``mask``ed entries (None = all).
+
+    NaN for a row with fewer than two pairs or a constant side (tested exactly, as max == min, because the
+    centred sums of a constant row need not be exactly zero in floating point).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    m = np.ones(x.shape, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+    m = m & np.isfinite(x) & np.isfinite(y)
+    w = m.astype(np.float64)
+    x0 = np.where(m, x, 0.0)
+    y0 = np.where(m, y, 0.0)
+    count = w.sum(axis=1)
+    safe = np.maximum(count, 1.0)
+    dx = (x0 - (x0.sum(axis=1) / safe)[:, None]) * w
+    dy = (y0 - (y0.sum(axis=1) / safe)[:, None]) * w
+    constant = np.zeros(count.shape, dtype=bool)
+    for v in (x, y):
+        top = np.where(m, v, -np.inf).max(axis=1)
+        bottom = np.where(m, v, np.inf).min(axis=1)
+        constant |= top == bottom
+    denom = np.sqrt((dx * dx).sum(axis=1) * (dy * dy).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = (dx * dy).sum(axis=1) / denom
+    return np.where((count >= 2) & ~constant & (denom > 0), np.clip(r, -1.0, 1.0), np.nan)
+
+
+def spearman_rows(x: np.ndarray, y: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """Spearman's rho of each row pair: ``pearson_rows`` of average ranks among the pairs present in the row."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    m = np.ones(x.shape, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+    m = m & np.isfinite(x) & np.isfinite(y)
+    rx = stats.rankdata(np.where(m, x, np.nan), method="average", axis=1, nan_policy="omit")
+    ry = stats.rankdata(np.where(m, y, np.nan), method="average", axis=1, nan_policy="omit")
+    return pearson_rows(rx, ry, m)
+
+
+def _unit_coincidences(units: Sequence[Sequence[object | None]]) -> np.ndarray:
+    """Per unit, its (K x K) coincidences: each ordered pair of values adds 1/(m-1); unpairable units add 0."""
+    values = sorted({v for unit in units for v in unit if v is not None}, key=repr)
+    index = {v: i for i, v in enumerate(values)}
+    out = np.zeros((len(units), len(values), len(values)), dtype=np.float64)
+    for u, unit in enumerate(units):
+        present = [index[v] for v in unit if v is not None]
+        m = len(present)
+        if m < 2:
+            continue
+        counts = np.bincount(present, minlength=len(values)).astype(np.float64)
+        # ordered pairs of distinct positions: n_c * n_k for c != k, n_c * (n_c - 1) on the diagonal
+        out[u] = (np.outer(counts, counts) - np.diag(counts)) / (m - 1)
+    return out
+
+
+def _alpha(o: np.ndarray) -> np.ndarray:
+    """Nominal alpha from (..., K, K) coincidence matrices."""
+    n_c = o.sum(axis=-1)
+    n = n_c.sum(axis=-1)
+    expected = n * n - (n_c * n_c).sum(axis=-1)  # sum over c != k of n_c * n_k
+    observed = o.sum(axis=(-2, -1)) - np.trace(o, axis1=-2, axis2=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        alpha = 1.0 - (n - 1.0) * observed / expected
+    return np.where((n >= 2) & (expected > 0), alpha, np.nan)
+
+
+def krippendorff_alpha_nominal(units: Sequence[Sequence[object | None]]) -> float:
+    """Krippendorff's alpha for nominal data: ``units[u][r]`` is rater r's value for unit u, None = missing.
+
+    Coincidences: every ordered pair of values within a unit of m >= 2 values adds 1/(m-1); units with fewer
+    values are not pairable. alpha = 1 - (n-1) * sum_{c!=k} o_ck / sum_{c!=k} n_c * n_k. NaN when fewer than
+    two pairable values or a single category is used (no expected disagreement: alpha is undefined).
+    """
+    per_unit = _unit_coincidences(units)
+    if per_unit.shape[1] == 0:
+        return math.nan
+    return float(_alpha(per_unit.sum(axis=0)))
+
+
+def krippendorff_alpha_nominal_rows(units: Sequence[Sequence[object | None]], draws: np.ndarray) -> np.ndarray:
+    """``krippendorff_alpha_nominal`` of each row of unit indices (a bootstrap draw of units per row)."""
+    per_unit = _unit_coincidences(units)
+    if per_unit.shape[1] == 0:
+        return np.full(draws.shape[0], np.nan)
+    weights = np.stack([np.bincount(row, minlength=len(units)) for row in draws]).astype(np.float64)
+    return _alpha(np.tensordot(weights, per_unit, axes=1))
+
+
+class BootstrapOptions(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """Percentile bootstrap over items (resampled with replacement); the seed makes intervals reproducible."""
+
+    resamples: Annotated[int, msgspec.Meta(ge=100, le=20_000)] = 2000
+    confidence: Annotated[float, msgspec.Meta(gt=0.0, lt=1.0)] = 0.95
+    seed: int = 0
+
+
+class Interval(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """A percentile bootstrap interval; ``undefined`` counts resamples where the statistic was NaN (left out)."""
+
+    low: float
+    high: float
+    confidence: float
+    resamples: int
+    undefined: int
+
+
+def bootstrap_interval(
+    n: int,
+    statistic: Callable[[np.ndarray], float] | Callable[[np.ndarray], np.ndarray],
+    options: BootstrapOptions,
+    *,
+    vectorized: bool = False,
+) -> Interval | None:
+    """Resample item indices ``0..n-1`` (paired: every statistic of one call sees the same draws for a seed).
+
+    ``statistic`` gets one index array per resample, or (``vectorized``) the whole (resamples x n) matrix and
+    returns one value per row. None when n < 2 or no resample has a defined value.
+    scipy.stats.bootstrap is not used: one degenerate resample (e.g. a constant side for a correlation) turns its
+    whole interval into NaN, where this counts the undefined resamples and reports the interval of the rest.
+    """
+    if n < 2:
+        return None
+    rng = np.random.default_rng(options.seed)
+    draws = rng.integers(0, n, size=(options.resamples, n))
+    if vectorized:
+        values = np.asarray(statistic(draws), dtype=np.float64).reshape(options.resamples)
+    else:
+        values = np.fromiter((float(statistic(row)) for row in draws), dtype=np.float64, count=options.resamples)
+    defined = values[np.isfinite(values)]
+    if defined.size == 0:
+        return None
+    tail = (1.0 - options.confidence) / 2.0
+    low, high = np.quantile(defined, [tail, 1.0 - tail])
+    return Interval(
+        low=float(low),
+        high=float(high),
+        confidence=options.confidence,
+        resamples=options.resamples,
+        undefined=int(values.size - defined.size),
+    )

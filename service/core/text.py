@@ -6,7 +6,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from service.core.errors import UnknownLanguage
+from service.core.errors import InputError, UnknownLanguage
 
 __all__ = [
     "KNOWN_LANGUAGES",
@@ -15,6 +15,8 @@ __all__ = [
     "content_tokens",
     "get_normaliser",
     "normalise",
+    "require_text",
+    "script_words",
     "word_tokens",
 ]
 
@@ -84,3 +86,50 @@ def word_tokens(text: str, lang: str = "pli") -> list[str]:
 
 def content_tokens(text: str, lang: str = "pli") -> list[str]:
     return get_normaliser(lang).content_tokens(text)
+
+
+# scripts written without spaces between words: each character is a word of its own for matching
+_UNSPACED = ((0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x2FA1F))
+_JOINERS = frozenset("\u200c\u200d")  # ZWNJ/ZWJ sit inside Indic words
+
+
+def _unspaced(ch: str) -> bool:
+    cp = ord(ch)
+    return any(lo <= cp <= hi for lo, hi in _UNSPACED)
+
+
+def script_words(text: str) -> list[str]:
+    """Whole words of any script, for matching answer words and names (not for the novelty index).
+
+    NFKC, casefold; a word is a maximal run of letters, combining marks (Telugu vowel signs are marks, which
+    ``word_tokens`` would split on), digits and zero-width joiners; a CJK or kana character is a word by itself.
+    """
+    words: list[str] = []
+    current: list[str] = []
+    for ch in unicodedata.normalize("NFKC", text).casefold():
+        if _unspaced(ch):
+            if current:
+                words.append("".join(current))
+                current = []
+            words.append(ch)
+        elif unicodedata.category(ch)[0] in "LMN" or ch in _JOINERS:
+            current.append(ch)
+        elif current:
+            words.append("".join(current))
+            current = []
+    if current:
+        words.append("".join(current))
+    return words
+
+
+def require_text(text: str, *, field: str, max_chars: int, setting: str | None = None) -> str:
+    """The text, or an InputError (422) naming the field: empty, whitespace-only and over-long texts are refused."""
+    if not text or not text.strip():
+        raise InputError(f"{field} is empty", extra={"field": field})
+    if len(text) > max_chars:
+        where = f" ({setting})" if setting else ""
+        raise InputError(
+            f"{field} has {len(text)} characters; the limit is {max_chars}{where}",
+            extra={"field": field, "limit": max_chars},
+        )
+    return text

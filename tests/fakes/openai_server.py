@@ -36,7 +36,7 @@ from typing import Any
 import pytest
 import uvicorn
 
-__all__ = ["FakeOpenAIServer", "RecordedRequest", "Reply", "closed_port_url", "openai_server"]
+__all__ = ["FakeOpenAIServer", "RecordedRequest", "Reply", "closed_port_url", "fake", "openai_server"]
 
 
 @dataclass(frozen=True)
@@ -274,3 +274,11 @@ def openai_server() -> Iterator[FakeOpenAIServer]:
     """One fake server per test session; tests call ``reset()`` (or use a function fixture that does)."""
     with FakeOpenAIServer() as server:
         yield server
+
+
+@pytest.fixture
+def fake(openai_server: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
+    """The session's fake server, reset before and after the test (scripts and recorded requests)."""
+    openai_server.reset()
+    yield openai_server
+    openai_server.reset()

@@ -123,3 +123,54 @@ def test_resolve_endpoint_overrides() -> None:
         "k2",
         "m2",
     )
+
+
+def test_inline_panel_reads_families_and_versions_by_content() -> None:
+    from service.core.llm import JudgeSpec, inline_panel
+
+    panel = inline_panel([JudgeSpec("openai/gpt-5.2"), JudgeSpec("my-finetune", family="qwen", id="ft")])
+    assert [(j.id, j.model, j.family) for j in panel.judges] == [
+        ("openai/gpt-5.2", "openai/gpt-5.2", "openai"),
+        ("ft", "my-finetune", "qwen"),
+    ]
+    assert panel.version.startswith("sha256:")
+    assert inline_panel([JudgeSpec("openai/gpt-5.2")]).version != panel.version
+
+
+@pytest.mark.parametrize(
+    ("specs", "message"),
+    [
+        ([], "at least one judge"),
+        ([{"model": "mystery-model"}], "cannot tell the family"),
+        ([{"model": "x", "family": "acme"}], "unknown family"),
+        ([{"model": "openai/gpt-5.2"}, {"model": "openai/gpt-5.2"}], "same id"),
+        ([{"model": " "}], "model must be"),
+    ],
+)
+def test_inline_panel_refuses_unusable_judges(specs: list[dict[str, str]], message: str) -> None:
+    from service.core.llm import JudgeSpec, inline_panel
+
+    with pytest.raises(InputError, match=message):
+        inline_panel([msgspec.convert(s, JudgeSpec) for s in specs])
+
+
+def test_choose_panel_named_inline_or_default() -> None:
+    from service.core.llm import JudgeSpec, choose_panel
+
+    assert choose_panel(None, None, default="strong").name == "strong"
+    assert choose_panel("peer", None, default="strong").name == "peer"
+    assert choose_panel(None, [JudgeSpec("qwen/qwen3")], default="strong").name == "inline"
+    with pytest.raises(InputError, match="not both"):
+        choose_panel("peer", [JudgeSpec("qwen/qwen3")], default="strong")
+
+
+def test_same_family_judges_kept_when_exclusion_is_off() -> None:
+    panel = Panel(
+        name="p",
+        version="1",
+        judges=[Judge("a", "meta-llama/llama-3.3-70b-instruct", "meta"), Judge("g", "google/gemma-3-27b", "google")],
+    )
+    kept = select_judges(panel, "meta-llama/llama-3.1-8b", exclude_same_family=False)
+    assert [j.id for j in kept.judges] == ["a", "g"] and kept.excluded == [] and kept.candidate_family == "meta"
+    dropped = select_judges(panel, "meta-llama/llama-3.1-8b")
+    assert [j.id for j in dropped.judges] == ["g"] and [e.judge_id for e in dropped.excluded] == ["a"]

@@ -6,23 +6,16 @@ import msgspec
 
 from service.app.novelty.schemas import NoveltyOut
 from service.app.resources import Resources
-from service.core.errors import InputError
 from service.core.novelty import NoveltyIndex, NoveltyResult
 from service.core.novelty_report import figures_of, index_signature
+from service.core.text import require_text
 
 __all__ = ["check_text", "novelty_of_passage", "novelty_of_text", "to_out"]
 
 
 def check_text(text: str, *, field: str, max_chars: int) -> str:
     """The text, or a clear 422: empty, whitespace-only and over-long texts are refused."""
-    if not text or not text.strip():
-        raise InputError(f"{field} is empty", extra={"field": field})
-    if len(text) > max_chars:
-        raise InputError(
-            f"{field} has {len(text)} characters; the limit is {max_chars} (TRISK_MAX_TEXT_CHARS)",
-            extra={"field": field, "limit": max_chars},
-        )
-    return text
+    return require_text(text, field=field, max_chars=max_chars, setting="TRISK_MAX_TEXT_CHARS")
 
 
 def to_out(result: NoveltyResult, index: NoveltyIndex) -> NoveltyOut:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,9 +22,12 @@ __all__ = [
     "ExcludedJudge",
     "Judge",
     "JudgeSelection",
+    "JudgeSpec",
     "Panel",
     "available_panels",
+    "choose_panel",
     "family_of",
+    "inline_panel",
     "load_panel",
     "resolve_endpoint",
     "select_judges",
@@ -147,13 +151,23 @@ def family_of(model_name: str | None) -> str | None:
     return None
 
 
-def select_judges(panel: Panel, candidate_model: str | None, *, candidate_family: str | None = None) -> JudgeSelection:
-    """Drop judges of the candidate's own family, then keep at most ``judges_per_candidate`` in panel order."""
+def select_judges(
+    panel: Panel,
+    candidate_model: str | None,
+    *,
+    candidate_family: str | None = None,
+    exclude_same_family: bool = True,
+) -> JudgeSelection:
+    """Drop judges of the candidate's own family, then keep at most ``judges_per_candidate`` in panel order.
+
+    ``exclude_same_family=False`` keeps same-family judges (the caller flags them instead, as MATA grading does
+    unless the request asks for exclusion).
+    """
     family = candidate_family or family_of(candidate_model)
     chosen: list[Judge] = []
     excluded: list[ExcludedJudge] = []
     for judge in panel.judges:
-        if family is not None and judge.family == family:
+        if exclude_same_family and family is not None and judge.family == family:
             reason = f"self-scoring: judge family {judge.family} produced the candidate"
             excluded.append(ExcludedJudge(judge.id, judge.model, judge.family, reason))
         elif panel.judges_per_candidate is not None and len(chosen) >= panel.judges_per_candidate:
@@ -162,6 +176,65 @@ def select_judges(panel: Panel, candidate_model: str | None, *, candidate_family
         else:
             chosen.append(judge)
     return JudgeSelection(panel.name, panel.version, candidate_model, family, chosen, excluded)
+
+
+class JudgeSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """A judge named in a request: a model on the configured provider (never a URL or a key from the request).
+
+    ``family`` is read from the model name (``family_of``) unless given; ``id`` defaults to the model name.
+    """
+
+    model: str
+    family: str | None = None
+    id: str | None = None
+
+
+# a request names at most this many judges inline; a longer model name is not a model name
+MAX_INLINE_JUDGES = 16
+_MAX_MODEL_NAME = 200
+
+
+def inline_panel(specs: Sequence[JudgeSpec], *, name: str = "inline") -> Panel:
+    """A panel from judges given in a request; its version is a hash of the judges, so a result names them exactly."""
+    if not specs:
+        raise InputError("judges: give at least one judge")
+    if len(specs) > MAX_INLINE_JUDGES:
+        raise InputError(f"judges: at most {MAX_INLINE_JUDGES} judges", extra={"limit": MAX_INLINE_JUDGES})
+    judges: list[Judge] = []
+    for i, spec in enumerate(specs):
+        model = spec.model.strip()
+        if not model or len(model) > _MAX_MODEL_NAME:
+            raise InputError(f"judges[{i}].model must be 1-{_MAX_MODEL_NAME} characters", extra={"field": "model"})
+        family = spec.family if spec.family is not None else family_of(model)
+        if family is None:
+            raise InputError(
+                f"judges[{i}]: cannot tell the family of model {model!r}; give its family",
+                extra={"known_families": sorted(KNOWN_FAMILIES)},
+            )
+        if family not in KNOWN_FAMILIES:
+            known = sorted(KNOWN_FAMILIES)
+            raise InputError(f"judges[{i}]: unknown family {family!r}", extra={"known_families": known})
+        judges.append(Judge(id=spec.id or model, model=model, family=family))
+    ids = [j.id for j in judges]
+    if len(set(ids)) != len(ids):
+        raise InputError("judges: two judges have the same id (give distinct ids)")
+    material = msgspec.json.encode([[j.id, j.model, j.family] for j in judges])
+    return Panel(name=name, version="sha256:" + hashlib.sha256(material).hexdigest()[:16], judges=judges)
+
+
+def choose_panel(
+    panel: str | None,
+    judges: Sequence[JudgeSpec] | None,
+    *,
+    default: str,
+    panels_dir: str | Path | None = None,
+) -> Panel:
+    """A request's judges: a named panel or an inline list (not both); neither means the ``default`` panel."""
+    if panel is not None and judges is not None:
+        raise InputError("give either a panel or judges, not both")
+    if judges is not None:
+        return inline_panel(judges)
+    return load_panel(panel if panel is not None else default, panels_dir=panels_dir)
 
 
 def _panels_dir(panels_dir: str | Path | None) -> Path:

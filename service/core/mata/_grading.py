@@ -1,0 +1,350 @@
+"""MATA grading: a judge panel grades a model's open answer against the ground truth; a strict-majority verdict.
+
+Panel verdict: among the judges whose answer parsed, the verdict with more than half of those votes, provided at
+least ``min_parsed_votes`` parsed (default: a majority of the judges asked, floor(n/2) + 1). A tie, a plurality
+without a strict majority, or too few parsed votes is ``no_majority``: never decided by the order of the judges.
+A judge of the responding model's family is flagged (``same_family``) and kept, or excluded when the request
+sets ``exclude_own_family``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Annotated, Literal
+
+import msgspec
+
+from service.core.errors import InputError
+from service.core.llm import (
+    NO_PROVIDER,
+    Attempt,
+    AttemptOptions,
+    ChatMessage,
+    Cost,
+    ExcludedJudge,
+    Judge,
+    JudgeSpec,
+    JudgeStatus,
+    Panel,
+    ask_until_parsed,
+    choose_panel,
+    family_of,
+    resolve_endpoint,
+    select_judges,
+)
+from service.core.mata._parsing import GradeError, GradeParse, Verdict, parse_grade
+from service.core.mata._prompts import GRADE_PROMPT_HASHES, GRADE_PROMPT_VERSIONS, MataLanguage, build_grade_messages
+from service.core.text import require_text
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from service.core.llm import LLMClient
+    from service.core.settings import LLMSettings
+
+__all__ = [
+    "GRADE_TEXT_MAX_CHARS",
+    "MAX_GRADE_ITEMS",
+    "GradeBatchRequest",
+    "GradeItem",
+    "GradeOptions",
+    "GradeOutcome",
+    "GradePlan",
+    "GradeRequest",
+    "GradeSignature",
+    "GradeSkipped",
+    "Graded",
+    "JudgeGrade",
+    "PanelVerdict",
+    "VoteCounts",
+    "default_quorum",
+    "panel_verdict",
+    "plan_grades",
+    "run_grades",
+]
+
+GRADE_TEXT_MAX_CHARS = 20_000
+MAX_GRADE_ITEMS = 1000
+
+PanelVerdict = Literal["correct", "incorrect", "partial", "no_majority"]
+
+
+class GradeOptions(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """How to grade: prompt language, partial credit (English only), judges, exclusion, sampling, vote quorum."""
+
+    language: MataLanguage = "en"
+    partial_credit: bool = False
+    panel: str | None = None
+    judges: list[JudgeSpec] | None = None
+    exclude_own_family: bool = False
+    temperature: Annotated[float, msgspec.Meta(ge=0.0, le=2.0)] = 0.0  # the research graded at temperature 0
+    max_attempts: Annotated[int, msgspec.Meta(ge=1, le=5)] = 1
+    min_parsed_votes: Annotated[int, msgspec.Meta(ge=1)] | None = None
+
+
+class GradeItem(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """One answer to grade; ``response_model`` names the model that answered (its family is flagged)."""
+
+    id: str | None = None
+    question: str
+    answer: str
+    response: str
+    response_model: str | None = None
+
+
+class GradeRequest(GradeOptions, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """One answer to grade (the single form of ``POST /v1/mata/grades``)."""
+
+    question: str
+    answer: str
+    response: str
+    response_model: str | None = None
+
+
+class GradeBatchRequest(GradeOptions, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    items: list[GradeItem]
+
+
+class GradePlan(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """A validated request: items with ids, the resolved panel and the options."""
+
+    items: list[GradeItem]
+    panel: Panel
+    language: MataLanguage
+    partial_credit: bool
+    exclude_own_family: bool
+    temperature: float
+    max_attempts: int
+    min_parsed_votes: int | None
+
+
+class JudgeGrade(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """One judge's grade: ``verdict`` only when ``status == "valid"``; ``parse_error`` names a format failure."""
+
+    judge_id: str
+    model: str
+    family: str
+    same_family: bool
+    status: JudgeStatus
+    verdict: Verdict | None
+    parse_error: GradeError | None
+    reasoning: str | None
+    raw: str | None
+    error: str | None
+    attempts: list[Attempt]
+    cost: Cost
+
+
+class VoteCounts(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    correct: int = 0
+    incorrect: int = 0
+    partial: int = 0
+    format_failures: int = 0  # answered, but no readable grade
+    failed: int = 0  # no answer (upstream error)
+
+
+class GradeSignature(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    prompt_version: str
+    prompt_hash: str
+    language: MataLanguage
+    partial_credit: bool
+    temperature: float
+    max_attempts: int
+    panel: str
+    panel_version: str
+
+
+class Graded(msgspec.Struct, tag="graded", tag_field="status", forbid_unknown_fields=True, frozen=True):
+    item_id: str
+    verdict: PanelVerdict
+    votes: VoteCounts
+    min_parsed_votes: int
+    response_family: str | None
+    judges: list[JudgeGrade]
+    excluded: list[ExcludedJudge]
+    signature: GradeSignature
+    cost: Cost
+
+
+class GradeSkipped(msgspec.Struct, tag="skipped", tag_field="status", forbid_unknown_fields=True, frozen=True):
+    """Not graded, and why (no provider, no eligible judge): never a made-up verdict."""
+
+    item_id: str
+    reason: str
+    excluded: list[ExcludedJudge] = []
+
+
+GradeOutcome = Graded | GradeSkipped
+
+
+def plan_grades(
+    request: GradeRequest | GradeBatchRequest,
+    *,
+    default_panel: str = "strong",
+    panels_dir: str | Path | None = None,
+) -> GradePlan:
+    """Validate before anything is stored or asked: texts, ids, partial credit only in English, the judges."""
+    if isinstance(request, GradeRequest):
+        items = [
+            GradeItem(
+                id="1",
+                question=request.question,
+                answer=request.answer,
+                response=request.response,
+                response_model=request.response_model,
+            )
+        ]
+        prefix = ""
+    else:
+        if not request.items or len(request.items) > MAX_GRADE_ITEMS:
+            raise InputError(f"items: give 1-{MAX_GRADE_ITEMS} items", extra={"limit": MAX_GRADE_ITEMS})
+        items = [
+            item if item.id is not None else msgspec.structs.replace(item, id=str(i + 1))
+            for i, item in enumerate(request.items)
+        ]
+        prefix = "items[{i}]."
+    for i, item in enumerate(items):
+        at = prefix.format(i=i)
+        for name in ("question", "answer", "response"):
+            require_text(getattr(item, name), field=f"{at}{name}", max_chars=GRADE_TEXT_MAX_CHARS)
+        if not (item.id or "").strip():
+            raise InputError(f"{at}id is empty", extra={"field": f"{at}id"})
+    if len({item.id for item in items}) != len(items):
+        raise InputError("items: two items have the same id")
+    if request.partial_credit and request.language != "en":
+        raise InputError("partial credit is defined for the English prompt only (the Telugu prompt is yes/no)")
+    panel = choose_panel(request.panel, request.judges, default=default_panel, panels_dir=panels_dir)
+    if request.min_parsed_votes is not None and request.min_parsed_votes > len(panel.judges):
+        raise InputError(f"min_parsed_votes is larger than the panel ({len(panel.judges)} judges)")
+    return GradePlan(
+        items=items,
+        panel=panel,
+        language=request.language,
+        partial_credit=request.partial_credit,
+        exclude_own_family=request.exclude_own_family,
+        temperature=request.temperature,
+        max_attempts=request.max_attempts,
+        min_parsed_votes=request.min_parsed_votes,
+    )
+
+
+def default_quorum(n_judges: int) -> int:
+    """A majority of the judges asked must give a readable grade before the panel decides."""
+    return n_judges // 2 + 1
+
+
+def panel_verdict(verdicts: list[Verdict | None], *, min_parsed_votes: int) -> PanelVerdict:
+    """The strict majority of the parsed votes (None = unparsed), given at least ``min_parsed_votes`` of them."""
+    parsed = [v for v in verdicts if v is not None]
+    if len(parsed) < min_parsed_votes or not parsed:
+        return "no_majority"
+    candidates: tuple[Verdict, ...] = ("correct", "incorrect", "partial")
+    for verdict in candidates:
+        if 2 * parsed.count(verdict) > len(parsed):
+            return verdict
+    return "no_majority"
+
+
+def _signature(plan: GradePlan) -> GradeSignature:
+    return GradeSignature(
+        prompt_version=GRADE_PROMPT_VERSIONS[plan.language],
+        prompt_hash=GRADE_PROMPT_HASHES[plan.language],
+        language=plan.language,
+        partial_credit=plan.partial_credit,
+        temperature=plan.temperature,
+        max_attempts=plan.max_attempts,
+        panel=plan.panel.name,
+        panel_version=plan.panel.version,
+    )
+
+
+async def _grade_one(
+    client: LLMClient,
+    judge: Judge,
+    settings: LLMSettings,
+    messages: list[ChatMessage],
+    plan: GradePlan,
+    response_family: str | None,
+) -> JudgeGrade:
+    def parse(text: str | None, finish_reason: str | None) -> tuple[GradeParse | None, str | None]:
+        result = parse_grade(text, finish_reason, language=plan.language, partial_credit=plan.partial_credit)
+        return (result, None) if result.error is None else (None, result.error)
+
+    outcome = await ask_until_parsed(
+        client,
+        resolve_endpoint(judge, settings),
+        messages,
+        prompt_version=GRADE_PROMPT_VERSIONS[plan.language],
+        parse=parse,
+        options=AttemptOptions(temperature=plan.temperature, max_attempts=plan.max_attempts),
+        max_tokens=judge.max_tokens,
+    )
+    last = outcome.attempts[-1] if outcome.attempts else None
+    parsed = outcome.value
+    if parsed is None and last is not None:
+        parsed = parse_grade(last.raw, last.finish_reason, language=plan.language, partial_credit=plan.partial_credit)
+    return JudgeGrade(
+        judge_id=judge.id,
+        model=judge.model,
+        family=judge.family,
+        same_family=response_family is not None and judge.family == response_family,
+        status=outcome.status,
+        verdict=parsed.verdict if parsed is not None and outcome.status == "valid" else None,
+        parse_error=parsed.error if parsed is not None else None,
+        reasoning=parsed.reasoning if parsed is not None else None,
+        raw=last.raw if last is not None else None,
+        error=None if outcome.status == "valid" else outcome.error,
+        attempts=outcome.attempts,
+        cost=outcome.cost,
+    )
+
+
+def _votes(judges: list[JudgeGrade]) -> VoteCounts:
+    verdicts = [j.verdict for j in judges]
+    return VoteCounts(
+        correct=verdicts.count("correct"),
+        incorrect=verdicts.count("incorrect"),
+        partial=verdicts.count("partial"),
+        format_failures=sum(1 for j in judges if j.status == "invalid"),
+        failed=sum(1 for j in judges if j.status == "failed"),
+    )
+
+
+async def _grade_item(client: LLMClient, plan: GradePlan, item: GradeItem, settings: LLMSettings) -> GradeOutcome:
+    item_id = item.id or ""
+    selection = select_judges(plan.panel, item.response_model, exclude_same_family=plan.exclude_own_family)
+    if not settings.configured:
+        return GradeSkipped(item_id, NO_PROVIDER, selection.excluded)
+    if not selection.judges:
+        return GradeSkipped(item_id, "no eligible judge", selection.excluded)
+    messages = build_grade_messages(
+        language=plan.language,
+        question=item.question,
+        answer=item.answer,
+        response=item.response,
+        partial_credit=plan.partial_credit,
+    )
+    family = selection.candidate_family or family_of(item.response_model)
+    judges = list(
+        await asyncio.gather(*(_grade_one(client, j, settings, messages, plan, family) for j in selection.judges))
+    )
+    quorum = plan.min_parsed_votes or default_quorum(len(judges))
+    cost = Cost()
+    for j in judges:
+        cost.add(j.cost)
+    return Graded(
+        item_id=item_id,
+        verdict=panel_verdict([j.verdict for j in judges], min_parsed_votes=quorum),
+        votes=_votes(judges),
+        min_parsed_votes=quorum,
+        response_family=family,
+        judges=judges,
+        excluded=selection.excluded,
+        signature=_signature(plan),
+        cost=cost,
+    )
+
+
+async def run_grades(client: LLMClient, plan: GradePlan, settings: LLMSettings) -> list[GradeOutcome]:
+    """Every item of the plan, concurrently (the client limits calls per provider)."""
+    return list(await asyncio.gather(*(_grade_item(client, plan, item, settings) for item in plan.items)))

@@ -389,11 +389,6 @@ def test_api_builds_its_index_and_serves(image: Image) -> None:
     print(f"API stopped {seconds:.1f}s after SIGTERM")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="service/core/critical/lexicon.py finds models/critical next to the package source, not in "
-    "TRISK_MODELS_DIR: an installed worker fails at startup (FileNotFoundError); drop this mark with the fix",
-)
 def test_worker_command_starts_and_drains_within_its_grace_period(image: Image) -> None:
     worker_doc = find(manifest_docs(), "Deployment", "trisk-worker")
     spec = pod_spec(worker_doc)

@@ -19,6 +19,7 @@ __all__ = [
     "load_lexicon",
 ]
 
+# the checkout's own data folder (where build_glossary writes); the service reads TRISK_MODELS_DIR/critical
 DATA_DIR = Path(__file__).resolve().parents[3] / "models" / "critical"
 
 # Folded inflection endings a name stem may carry in Pali (Sāriputto, Sāvatthiyaṃ, Rājagahe); compounds are not
@@ -140,8 +141,13 @@ class Lexicon(msgspec.Struct, forbid_unknown_fields=True):
 
 
 def load_lexicon(data_dir: Path | None = None) -> Lexicon:
-    """Read numbers.json, glossary.json and names.json (the latter two generated, both editable)."""
-    d = data_dir or DATA_DIR
+    """Read numbers.json, glossary.json and names.json (the latter two generated, both editable) from ``data_dir``,
+    by default the ``critical`` folder of the configured models directory (an installed image has no checkout)."""
+    if data_dir is None:
+        from service.core.settings import get_settings
+
+        data_dir = Path(get_settings().risk.models_dir) / "critical"
+    d = data_dir
     nums = msgspec.json.decode((d / "numbers.json").read_bytes())
     glossary = msgspec.json.decode((d / "glossary.json").read_bytes(), type=Glossary)
     names = msgspec.json.decode((d / "names.json").read_bytes(), type=NameList)

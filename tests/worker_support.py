@@ -1,4 +1,4 @@
-"""Run the real ARQ worker in-process, in burst mode, against the test Redis (used by API tests)."""
+"""Run the real ARQ worker in-process, in burst mode, against the test Redis (used by API and worker tests)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,20 @@ from workers.jobs import shutdown, startup
 from workers.settings import WorkerSettings
 
 
-def run_worker_burst(settings: Settings, *, max_jobs: int = 4) -> Any:
-    """Process every queued job, then return the worker (its counters say how many jobs ran and failed)."""
+class StaticIndexes:
+    """Novelty indexes already in memory (the tests' corpus slice), in place of the worker's lazy loader."""
+
+    def __init__(self, indexes: dict[str, Any]) -> None:
+        self.indexes = indexes
+
+    async def get(self) -> dict[str, Any]:
+        return self.indexes
+
+
+def run_worker_burst(settings: Settings, *, max_jobs: int = 4, ctx: dict[str, Any] | None = None) -> Any:
+    """Process every queued job (deferred retries included), then return the worker (its counters say how many
+    jobs ran, failed and were retried). ``ctx`` overrides the worker's shared clients (fakes, counters): startup
+    keeps whatever is already there."""
 
     async def main() -> Worker:
         worker = Worker(
@@ -27,7 +39,8 @@ def run_worker_burst(settings: Settings, *, max_jobs: int = 4) -> Any:
             poll_delay=0.05,
             max_jobs=max_jobs,
             handle_signals=False,
-            ctx={"settings": settings},
+            # the test process must not lower its own priority as a real worker does
+            ctx={"settings": settings, "nice": False, **(ctx or {})},
         )
         try:
             await worker.main()

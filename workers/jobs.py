@@ -139,7 +139,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     from service.core.review import get_review_settings, open_db
 
     settings: Settings = ctx.setdefault("settings", get_settings())
-    if settings.jobs.worker_nice and not ctx.get("no_nice"):
+    if settings.jobs.worker_nice and ctx.get("nice", True):
         # the API answers in milliseconds and must not wait behind embedding batches on a shared machine
         os.nice(settings.jobs.worker_nice)
     client = ctx.setdefault("redis_client", Redis.from_url(settings.redis.url))
@@ -162,6 +162,7 @@ async def startup(ctx: dict[str, Any]) -> None:
         )
     ctx.setdefault("llm_panel", load_panel(settings.llm.panel, panels_dir=Path(settings.risk.models_dir) / "panels"))
     ctx.setdefault("http", httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=3.0), follow_redirects=False))
+    ctx.setdefault("retry_delay", retry_delay)
     logger.info("worker ready: peer embedding %s, LLM %s", embedders.peer_signature, "on" if ctx["llm"] else "off")
 
 
@@ -205,13 +206,13 @@ async def _on_failure(ctx: dict[str, Any], state: AssessmentState, exc: Exceptio
     if final is not None:
         if tries < MAX_TRIES:
             logger.warning("assessment %s: tail failed on try %s, retrying: %s", meta.id, tries, _reason(exc))
-            raise Retry(defer=retry_delay(tries)) from exc
+            raise Retry(defer=ctx["retry_delay"](tries)) from exc
         logger.error("assessment %s: tail failed on the last try: %s", meta.id, _reason(exc))
         await store.mark_tail_failed(meta.tenant, meta.id, _reason(exc))
         return "done; tail failed"
     if isinstance(exc, TRANSIENT) and tries < MAX_TRIES:
         logger.warning("assessment %s: try %s failed, retrying: %s", meta.id, tries, _reason(exc))
-        raise Retry(defer=retry_delay(tries)) from exc
+        raise Retry(defer=ctx["retry_delay"](tries)) from exc
     logger.error("assessment %s failed on try %s: %s", meta.id, tries, _reason(exc))
     await store.mark_failed(meta.tenant, meta.id, _reason(exc))
     return "failed"

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
 import pytest
 import redis
 
+from service.core.novelty import NoveltyIndex
 from service.core.settings import Settings, get_settings
 from tests.conftest import TEST_REDIS_URL, TEST_TENANT
-from tests.worker_support import run_worker_burst
+from tests.worker_support import StaticIndexes, run_worker_burst
 
 SOURCE = "Sattaratanasampannā, Tīsu sikkhāsu sikkhitā; Anuvicaranti mahāvīrā, Pahīnabhayabheravā."
 GOOD = [
@@ -156,19 +158,25 @@ def test_unreachable_callback_is_recorded(client: Any, test_settings: Settings) 
     assert "Connect" in body["callback"]["last_error"]
 
 
-def test_batches_json_and_ndjson(client: Any, test_settings: Settings) -> None:
+def test_batches_json_and_ndjson(client: Any, test_settings: Settings, sn12_index: NoveltyIndex) -> None:
     r = client.post("/v1/batches", json={"items": [_assessment(GOOD), _assessment(GOOD[:2])]})
     assert r.status_code == 202, r.text
     bid = r.json()["id"]
     progress = client.get(f"/v1/batches/{bid}").json()
     assert progress["total"] == 2 and progress["counts"]["pending"] == 2
-    run_worker_burst(test_settings)
+    # a batch item's novelty is the worker's job (the API answered without computing it)
+    first = client.get(f"/v1/assessments/{r.json()['assessment_ids'][0]}").json()
+    assert first["source"]["novelty"] == {"status": "pending"}
+    run_worker_burst(test_settings, ctx={"indexes": StaticIndexes({"pli": sn12_index})})
     progress = client.get(f"/v1/batches/{bid}").json()
     assert progress["status"] == "done" and progress["counts"]["done"] == 2
     lines = client.get(f"/v1/batches/{bid}/results").text.strip().splitlines()
     assert len(lines) == 2
-
-    import json
+    row = json.loads(lines[0])
+    single = client.post("/v1/assessments", json=_assessment(GOOD)).json()  # novelty computed in the request
+    assert row["source"]["novelty"] == single["source"]["novelty"] and row["source"]["novelty"]["status"] == "value"
+    assert row["signature"]["index"] == single["signature"]["index"] == sn12_index.signature_id
+    assert row["candidates"][0]["signals"]["novelty"]["value"] == row["source"]["novelty"]["index"]
 
     good = json.dumps(_assessment(GOOD))
     before = _keys()

@@ -42,17 +42,18 @@ def candidate_row(
     score: float = 0.0,
     flags: list[Flag] | None = None,
     rule: str = "test-risk@1.0.0",
+    severity: Severity = "major",
 ) -> CandidateFinal:
-    """A final row as the worker writes it: a forced candidate is forced by a major flag (``test_flag``)."""
-    severity: Severity | None = "major" if forced else None
+    """A final row as the worker writes it: a forced candidate is forced by a flag of ``severity`` (``test_flag``)."""
+    severity_or_none: Severity | None = severity if forced else None
     percentile = 100.0 if forced else pct
     risk = RiskResult(
         score=score,
-        priority=priority(score, severity),
+        priority=priority(score, severity_or_none),
         rule=rule,
         components={},
         forced_by_flag="test_flag" if forced else None,
-        forced_severity=severity,
+        forced_severity=severity_or_none,
     )
     budget = Budget(percentile=percentile, tier=tier_of(percentile), reference_n=0, seen_n=0, forced=forced)
     return CandidateFinal(risk=risk, routing=None, flags=list(flags or []), budget=budget)
@@ -128,7 +129,11 @@ async def write_assessment(
         finished_at=time.time(),
         candidates={
             c["id"]: candidate_row(
-                c["pct"], forced=c.get("forced", False), score=c.get("score", c["pct"]), flags=c.get("flags")
+                c["pct"],
+                forced=c.get("forced", False),
+                score=c.get("score", c["pct"]),
+                flags=c.get("flags"),
+                severity=c.get("severity", "major"),
             )
             for c in cands
         },

@@ -61,6 +61,24 @@ async def test_budget_order_flagged_scope_and_filters(redis: Redis, tenant: str)
     assert item.tenant == tenant and item.passage == "mn1:1" and item.snapshot.signals["s"] == SignalValue(2.0)
 
 
+async def test_queue_order_is_the_one_ranking_across_assessments(redis: Redis, tenant: str) -> None:
+    """The queue sorts by risk.priority: forced by severity, then by score, whatever the budget percentile says (two
+    assessments ranked against different pools can have percentiles in the other order)."""
+    await write_assessment(redis, tenant, [{"id": "high", "pct": 90.0, "score": 2.0, "signals": {"s": 2.0}}])
+    await write_assessment(redis, tenant, [{"id": "low", "pct": 95.0, "score": 1.0, "signals": {"s": 1.0}}])
+    await write_assessment(
+        redis,
+        tenant,
+        [
+            {"id": "major", "pct": 1.0, "score": 5.0, "forced": True, "signals": {"s": 5.0}},
+            {"id": "critical", "pct": 1.0, "score": -3.0, "forced": True, "severity": "critical", "signals": {}},
+        ],
+    )
+    rows, _ = await ReviewQueue(redis).list(tenant, filters={}, flagged_only=False, status="any", offset=0, limit=9)
+    assert [r[0].candidate_id for r in rows] == ["critical", "major", "high", "low"]
+    assert [round(r[0].priority, 4) for r in rows] == [4.1024, 3.9372, 0.8524, 0.75]
+
+
 async def test_two_claimants_race_for_one_item(redis: Redis, tenant: str) -> None:
     other = Redis.from_url(REDIS_URL)
     try:

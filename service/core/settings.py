@@ -56,7 +56,7 @@ class PathDefault:
         return os.path.normpath(REPO_ROOT / self.rel)
 
     def shown(self) -> str:
-        return f"$TRISK_SHARED_DIR/{self.rel}" if self.under_shared else self.rel
+        return f"${SHARED.env}/{self.rel}" if self.under_shared else self.rel
 
 
 def _parse_bool(raw: str) -> bool:
@@ -94,7 +94,7 @@ class Setting:
     """One setting: its environment variable, type, default and a one-line meaning for the README table."""
 
     env: str
-    default: Any  # a value of ``type``, or a PathDefault
+    default: Any  # a value of ``value_type``, or a PathDefault
     meaning: str
     value_type: type = str
 
@@ -152,7 +152,7 @@ class SettingsGroup:
                 if hint not in _PARSERS:
                     raise TypeError(f"{cls.__name__}.{f.name}: settings are {sorted(t.__name__ for t in _PARSERS)}")
                 spec = f.metadata[_META]
-                # exactly the annotated type (no int for a float, no bool for an int): the table shows it as declared
+                # exactly the annotated type (no int for a float, no bool for an int): an unset variable yields it as is
                 if (str if isinstance(spec.default, PathDefault) else type(spec.default)) is not hint:
                     raise TypeError(f"{cls.__name__}.{f.name}: default {spec.default!r} is not a {hint.__name__}")
                 yield f, dataclasses.replace(spec, value_type=hint)

@@ -1,4 +1,4 @@
-"""The ``trisk`` command: build and profile corpus indexes, print the OpenAPI document, serve the API."""
+"""The ``trisk`` command: build and profile corpus indexes, print the OpenAPI document and settings, serve the API."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from service.core.corpus import FilterRules, Passage, apply_filters, load_bilara, load_jsonl
-from service.core.settings import get_settings
+from service.core.settings import SettingError, get_settings, settings_table
 
 __all__ = ["main"]
 
@@ -80,6 +80,11 @@ def cmd_openapi(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_settings(args: argparse.Namespace) -> int:
+    sys.stdout.write(settings_table())
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -100,6 +105,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except SettingError as exc:  # a bad environment variable: say which, without a traceback
+        print(f"trisk: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="trisk", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -131,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="also write the raw results here")
     p.add_argument("--from-json", help="print the figures of results saved earlier with --json")
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("settings", help="print the configuration table (every environment variable, its default)")
+    p.set_defaults(func=cmd_settings)
 
     p = sub.add_parser("serve", help="run the API with uvicorn")
     p.add_argument("--host", default="127.0.0.1")

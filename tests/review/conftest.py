@@ -20,7 +20,6 @@ if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
 from service.core.review import db as review_db_module  # noqa: E402
-from service.core.review import get_review_settings  # noqa: E402
 from service.core.settings import LLMSettings, Settings, get_settings  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer, openai_server  # noqa: E402, F401
 from tests.review.support import REDIS_URL, cleanup  # noqa: E402
@@ -74,9 +73,9 @@ def db_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("TRISK_DB_PATH", str(path))
     monkeypatch.setenv("TRISK_FIT_MIN_ITEMS", "20")
     monkeypatch.setenv("TRISK_FIT_MIN_MAJORS", "4")
-    get_review_settings.cache_clear()
+    get_settings.cache_clear()
     yield path
-    get_review_settings.cache_clear()
+    get_settings.cache_clear()
     review_db_module._dbs.pop(str(path), None)
 
 

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
 from service.core.palibench import load_palibench  # noqa: E402
+
 from service.core.settings import get_settings  # noqa: E402
 from service.evaluation import Stack, wait_ready  # noqa: E402
 
@@ -38,7 +39,9 @@ def batch_body(items: int, max_bytes: int) -> bytes:
     for k in range(items):
         i = order[k % (len(order) // 2)]
         cands = [{"id": m, "text": bench.translations[j][i], "model": m} for j, m in enumerate(bench.models[:2])]
-        rows.append({"source": {"text": bench.sources[i], "lang": "pli", "ref": bench.passage_ids[i]}, "candidates": cands})
+        rows.append(
+            {"source": {"text": bench.sources[i], "lang": "pli", "ref": bench.passage_ids[i]}, "candidates": cands}
+        )
     body = json.dumps({"items": rows}, ensure_ascii=False).encode()
     if len(body) > max_bytes:
         raise SystemExit(f"the batch is {len(body)} bytes, over the {max_bytes}-byte body limit: use fewer --items")
@@ -59,7 +62,8 @@ def probe(client: httpx.Client, n: int, stop: threading.Event | None = None) -> 
 
 def fmt(name: str, ms: list[float]) -> str:
     a = np.asarray(ms)
-    return f"{name:34s} n={a.size:4d}  p50 {np.percentile(a, 50):7.1f} ms  p95 {np.percentile(a, 95):7.1f} ms  max {a.max():7.1f} ms"
+    p50, p95 = np.percentile(a, 50), np.percentile(a, 95)
+    return f"{name:34s} n={a.size:4d}  p50 {p50:7.1f} ms  p95 {p95:7.1f} ms  max {a.max():7.1f} ms"
 
 
 def main() -> int:
@@ -91,7 +95,10 @@ def main() -> int:
             thread.join()
     finally:
         stack.close()
-    print(f"batch of {args.items} items ({len(body) / 1e6:.1f} MB): HTTP {accepted.get('status')} in {accepted.get('seconds', 0):.1f} s")
+    print(
+        f"batch of {args.items} items ({len(body) / 1e6:.1f} MB): HTTP {accepted.get('status')} "
+        f"in {accepted.get('seconds', 0):.1f} s"
+    )
     print(fmt("novelty alone", alone))
     print(fmt("novelty while the batch is accepted", during))
     return 0

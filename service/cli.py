@@ -88,7 +88,13 @@ def cmd_settings(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    uvicorn.run("service.app:create_app", factory=True, host=args.host, port=args.port, log_level="info")
+    from service.core.telemetry import configure_logging
+
+    configure_logging(get_settings().api.log_format)
+    # log_config=None: uvicorn's own lines (the access log) go through the same structured handler
+    uvicorn.run(
+        "service.app:create_app", factory=True, host=args.host, port=args.port, log_level="info", log_config=None
+    )
     return 0
 
 

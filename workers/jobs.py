@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import os
 import time
@@ -43,6 +44,7 @@ from service.core.risk import RiskRegistry
 from service.core.risk_catalog import ModelCatalog
 from service.core.settings import Settings, get_settings
 from service.core.store import AssessmentState, Store
+from service.core.telemetry import CHECK_FAILURES, log_context, timed_job
 from service.core.types import SignalSkipped
 from service.core.views import render_assessment
 
@@ -203,6 +205,7 @@ async def _on_failure(ctx: dict[str, Any], state: AssessmentState, exc: Exceptio
             final = await store.get_final(meta.tenant, meta.id)
         except Exception:  # Redis itself is failing: decide on what we know
             final = None
+    CHECK_FAILURES.labels("tail" if final is not None else ("llm" if state.cheap is not None else "cheap")).inc()
     if final is not None:
         if tries < MAX_TRIES:
             logger.warning("assessment %s: tail failed on try %s, retrying: %s", meta.id, tries, _reason(exc))
@@ -239,6 +242,23 @@ async def _gave_up(ctx: dict[str, Any], state: AssessmentState) -> bool:
 # ----------------------------------------------------------------------------------------------------------- jobs
 
 
+def _observed(job: str) -> Any:
+    """Every job logs with its tenant and assessment id and is timed per outcome (its return value)."""
+
+    def wrap(fn: Any) -> Any:
+        @functools.wraps(fn)
+        async def run(ctx: dict[str, Any], tenant: str, aid: str) -> str:
+            with log_context(tenant=tenant, assessment_id=aid), timed_job(job) as timing:
+                outcome: str = await fn(ctx, tenant, aid)
+                timing["outcome"] = outcome.split(";")[0].split(" ")[0]
+                return outcome
+
+        return run
+
+    return wrap
+
+
+@_observed("assess_cheap")
 async def assess_cheap(ctx: dict[str, Any], tenant: str, aid: str) -> str:
     store: Store = ctx["store"]
     state = await _load(ctx, tenant, aid)
@@ -318,6 +338,7 @@ def _cheap_part(ctx: dict[str, Any], state: AssessmentState, novelty: Any) -> Ch
     return part
 
 
+@_observed("assess_llm")
 async def assess_llm(ctx: dict[str, Any], tenant: str, aid: str) -> str:
     from service.core.llm import CascadeItem, run_cascade
 
@@ -444,6 +465,7 @@ async def _tail(ctx: dict[str, Any], state: AssessmentState) -> None:
         await ctx["redis"].enqueue_job("deliver_callback", meta.tenant, meta.id, _job_id=f"{meta.id}:callback")
 
 
+@_observed("deliver_callback")
 async def deliver_callback(ctx: dict[str, Any], tenant: str, aid: str) -> str:
     """POST the finished assessment to its callback URL; failures are recorded on the assessment, never silent."""
     import msgspec
@@ -468,6 +490,7 @@ async def deliver_callback(ctx: dict[str, Any], tenant: str, aid: str) -> str:
         if resp.status_code >= 300:
             raise httpx.HTTPStatusError(f"callback answered {resp.status_code}", request=resp.request, response=resp)
     except httpx.HTTPError as exc:
+        CHECK_FAILURES.labels("callback").inc()
         cb.last_error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         cb.status = "failed" if tries >= max_tries else "pending"
         await store.put_callback(tenant, aid, cb)
@@ -481,6 +504,7 @@ async def deliver_callback(ctx: dict[str, Any], tenant: str, aid: str) -> str:
     return "delivered"
 
 
+@_observed("adjudicate")
 async def adjudicate(ctx: dict[str, Any], tenant: str, adjudication_id: str) -> str:
     """Run a queued reference-aided adjudication with the shared (cached) LLM client and store its record once."""
     from service.core.review.adjudication_jobs import run_adjudication

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import logging
-
 from litestar import Litestar
+from litestar.config.cors import CORSConfig
 from litestar.di import Provide
 
+from service.app.middleware import RequestContextMiddleware
 from service.app.plugin import TriskPlugin
 from service.app.resources import Resources
 from service.core.settings import Settings, get_settings
@@ -22,9 +22,19 @@ def create_app(
     """Build the app; tests pass prepared ``resources`` (for example an index built from a corpus slice) and
     replace dependencies by name (``service.app.deps``), e.g. the caller's tenant."""
     settings = settings or get_settings()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    origins = [o.strip() for o in settings.api.cors_allow_origins.split(",") if o.strip()]
     # the body limit must be given here: Litestar reads it from the constructor argument, not the plugin's config
     return Litestar(
         plugins=[TriskPlugin(settings, resources, dependency_overrides)],
+        middleware=[RequestContextMiddleware],
+        # CORS is off unless origins are listed: a browser page elsewhere must not drive a reviewer's key
+        cors_config=CORSConfig(
+            allow_origins=origins,
+            allow_methods=["GET", "POST", "PUT", "DELETE"],
+            allow_headers=["Authorization", "X-API-Key", "Content-Type", "Idempotency-Key", "X-Request-ID"],
+            expose_headers=["Location", "Retry-After", "RateLimit", "RateLimit-Policy", "X-Request-ID"],
+        )
+        if origins
+        else None,
         request_max_body_size=settings.limits.max_body_bytes,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator
@@ -21,6 +22,7 @@ from service.app.batches.controllers import BatchController
 from service.app.calibration.controllers import CalibrationController
 from service.app.deps import dependencies
 from service.app.health.controllers import HealthController
+from service.app.metrics.controllers import MetricsController, refresh_queue_depth
 from service.app.novelty.controllers import NoveltyController
 from service.app.problems import exception_handlers
 from service.app.resources import Resources, open_queue
@@ -30,10 +32,18 @@ from service.core.review import get_review_settings, open_db
 from service.core.risk import RiskRegistry
 from service.core.risk_catalog import ModelCatalog
 from service.core.settings import Settings
+from service.core.telemetry import start_metrics_server
 
 __all__ = ["TriskPlugin"]
 
 logger = logging.getLogger("trisk")
+
+
+async def _refresh_forever(resources: Resources, every_seconds: float = 15.0) -> None:
+    """With metrics on their own port there is no handler to read the queue depth at scrape time: poll it."""
+    while True:
+        await refresh_queue_depth(resources)
+        await asyncio.sleep(every_seconds)
 
 
 class TriskPlugin(InitPluginProtocol):
@@ -61,6 +71,8 @@ class TriskPlugin(InitPluginProtocol):
                 CalibrationController,
             ]
         )
+        if not self.settings.api.metrics_port:
+            app_config.route_handlers.append(MetricsController)
         app_config.dependencies.update({**dependencies(), **self.dependency_overrides})
         app_config.exception_handlers.update(exception_handlers)
         app_config.lifespan.append(self._lifespan)
@@ -97,9 +109,15 @@ class TriskPlugin(InitPluginProtocol):
             shipped = RiskRegistry.load(self.settings.risk.models_dir)
             resources.catalog = ModelCatalog(shipped, resources.db, self.settings.risk.model)
         app.state.resources = resources
+        refresher = None
+        if self.settings.api.metrics_port:
+            start_metrics_server(self.settings.api.metrics_port)
+            refresher = asyncio.create_task(_refresh_forever(resources))
         try:
             yield
         finally:
+            if refresher is not None:
+                refresher.cancel()
             if owns_queue and resources.queue is not None:
                 await resources.queue.aclose()
             if owns_redis and resources.redis is not None:

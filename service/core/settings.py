@@ -10,12 +10,16 @@ import typing
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
+
+if TYPE_CHECKING:
+    from service.core.callbacks import CallbackPolicy
 
 __all__ = [
     "REPO_ROOT",
     "SHARED",
     "SHARED_DIR",
+    "ApiSettings",
     "EmbeddingSettings",
     "IndexSettings",
     "JobSettings",
@@ -272,6 +276,26 @@ class JobSettings(SettingsGroup):
     )
     # POSIX nice increment: on a machine shared with the API, batch work yields the CPU to requests
     worker_nice: int = setting("TRISK_WORKER_NICE", 10, "workers yield the CPU to the API on a shared machine")
+    # callbacks may not reach internal services (service/core/callbacks.py)
+    callback_allow_http: bool = setting(
+        "TRISK_CALLBACK_ALLOW_HTTP", False, "callbacks may use plain http (default: https only)"
+    )
+    callback_allow_networks: str = setting(
+        "TRISK_CALLBACK_ALLOW_NETWORKS",
+        "",
+        "comma-separated networks (CIDR) callbacks may reach although private or loopback",
+    )
+    callback_timeout_seconds: float = setting(
+        "TRISK_CALLBACK_TIMEOUT_SECONDS", 5.0, "a callback POST gives up after this long"
+    )
+
+    @property
+    def callback_policy(self) -> CallbackPolicy:
+        from service.core.callbacks import CallbackPolicy
+
+        return CallbackPolicy.from_settings(
+            self.callback_allow_http, self.callback_allow_networks, self.callback_timeout_seconds
+        )
 
 
 @dataclass(frozen=True)
@@ -295,7 +319,26 @@ class ReviewSettings(SettingsGroup):
 
 
 @dataclass(frozen=True)
+class ApiSettings(SettingsGroup):
+    # browsers may call the API only from origins listed here (CORS is off when empty)
+    cors_allow_origins: str = setting(
+        "TRISK_CORS_ALLOW_ORIGINS",
+        "",
+        "comma-separated origins allowed to call the API from a browser (CORS off if empty)",
+    )
+    log_format: str = setting("TRISK_LOG_FORMAT", "json", "process logs: json (one object per line) or text")
+    # 0: /metrics on the API port, admin scope; a port: /metrics there, without a key (keep that port internal)
+    metrics_port: int = setting(
+        "TRISK_METRICS_PORT", 0, "serve Prometheus metrics on this port (0 = on the API port, admin scope)"
+    )
+    worker_metrics_port: int = setting(
+        "TRISK_WORKER_METRICS_PORT", 0, "a worker serves its Prometheus metrics on this port (0 = off)"
+    )
+
+
+@dataclass(frozen=True)
 class Settings(SettingsGroup):
+    api: ApiSettings = field(default_factory=ApiSettings)
     redis: RedisSettings = field(default_factory=RedisSettings)
     index: IndexSettings = field(default_factory=IndexSettings)
     limits: LimitSettings = field(default_factory=LimitSettings)

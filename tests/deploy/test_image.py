@@ -16,6 +16,7 @@ import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -396,10 +397,12 @@ def test_worker_command_starts_and_drains_within_its_grace_period(image: Image) 
     queue = f"trisk:test:{uuid.uuid4().hex[:8]}:queue"
     image.env.update(REDIS_URL=TEST_REDIS_URL, TRISK_QUEUE_NAME=queue)
     client = redis.Redis.from_url(TEST_REDIS_URL)
+    # one health key per host: another live worker must not keep this one's liveness probe green
+    health_key = f"{queue}:health-check:{socket.gethostname()}"
     proc = image.start(worker["command"])
     try:
         deadline = time.monotonic() + 120
-        while not client.exists(f"{queue}:health-check"):
+        while not client.exists(health_key):
             assert proc.poll() is None, f"the worker exited: {proc.stdout.read() if proc.stdout else ''}"
             assert time.monotonic() < deadline, "the worker wrote no health-check key"
             time.sleep(0.2)
@@ -408,5 +411,5 @@ def test_worker_command_starts_and_drains_within_its_grace_period(image: Image) 
         assert check.returncode == 0, check.stdout + check.stderr
     finally:
         seconds = _stop(proc, timeout=spec["terminationGracePeriodSeconds"])
-        client.delete(f"{queue}:health-check")
+        client.delete(health_key)
     print(f"worker stopped {seconds:.1f}s after SIGTERM")

@@ -36,6 +36,7 @@ from service.core.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from service.core.telemetry import JUDGE_CALLS, JUDGE_TOKENS, LLM_CACHE_HITS
 
 if TYPE_CHECKING:
     from service.core.llm._cache import ResponseCache
@@ -314,6 +315,8 @@ class LLMClient:
             hit = await self.cache.get(cache_key)
             if hit is not None:
                 provider.stats.cache_hits += 1
+                LLM_CACHE_HITS.labels(endpoint.model).inc()
+                JUDGE_CALLS.labels(endpoint.model, "cached").inc()
                 return hit
         body: dict[str, object] = {
             "model": endpoint.model,
@@ -322,7 +325,14 @@ class LLMClient:
         }
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
-        result = await self._send_with_retries(provider, endpoint, _ENCODER.encode(body))
+        try:
+            result = await self._send_with_retries(provider, endpoint, _ENCODER.encode(body))
+        except UpstreamError:
+            JUDGE_CALLS.labels(endpoint.model, "error").inc()
+            raise
+        JUDGE_CALLS.labels(endpoint.model, "ok").inc()
+        JUDGE_TOKENS.labels(endpoint.model, "prompt").inc(result.usage.prompt_tokens)
+        JUDGE_TOKENS.labels(endpoint.model, "completion").inc(result.usage.completion_tokens)
         if cache_key is not None and self.cache is not None:
             await self.cache.set(cache_key, result)
         return result

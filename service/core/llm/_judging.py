@@ -9,6 +9,7 @@ import msgspec
 
 from service.core.errors import UpstreamError
 from service.core.llm._client import ChatMessage, ChatResult, Endpoint, LLMClient
+from service.core.telemetry import JUDGE_PARSE_FAILURES
 
 __all__ = ["Attempt", "AttemptOptions", "Cost", "JudgeStatus", "Outcome", "ask_until_parsed"]
 
@@ -109,6 +110,7 @@ async def ask_until_parsed(
             outcome.value = value
             outcome.status = "valid"
             return outcome
+        JUDGE_PARSE_FAILURES.labels(prompt_version, error).inc()
         outcome.error = f"unparseable answer: {error}"
     outcome.status = "invalid"
     return outcome

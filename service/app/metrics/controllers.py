@@ -1,0 +1,44 @@
+"""``/metrics``: the API process's Prometheus metrics, with the job queue's depth read at scrape time."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from litestar import Controller, Response, get
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from service.app.resources import Resources
+from service.core.telemetry import QUEUE_DEPTH
+
+__all__ = ["MetricsController", "refresh_queue_depth"]
+
+logger = logging.getLogger("trisk.metrics")
+
+
+async def refresh_queue_depth(resources: Resources) -> None:
+    """Read the ARQ queue's length (a sorted set) into the gauge; a Redis outage leaves the last value."""
+    if resources.redis is None:
+        return
+    queue = resources.settings.redis.queue_name
+    try:
+        depth = await asyncio.wait_for(resources.redis.zcard(queue), timeout=1.0)
+    except Exception as exc:  # the scrape must still answer
+        logger.warning("queue depth not read: %s", type(exc).__name__)
+        return
+    QUEUE_DEPTH.labels(queue).set(float(depth))
+
+
+class MetricsController(Controller):
+    path = "/metrics"
+    tags = ["ops"]
+    include_in_schema = True
+
+    @get(
+        operation_id="getMetrics",
+        summary="Prometheus metrics of this API process (request latency per route, queue depth, rate limits)",
+        media_type=CONTENT_TYPE_LATEST,
+    )
+    async def metrics(self, resources: Resources) -> Response[bytes]:
+        await refresh_queue_depth(resources)
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

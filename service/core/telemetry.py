@@ -1,0 +1,140 @@
+"""What ops watch: Prometheus metrics of the API and the workers, and structured JSON logs with request, tenant and
+assessment ids (never a key, never a text body).
+
+Metrics live in the process that counts them (one registry per process): the API serves them on ``/metrics``
+(admin scope) or on its own port (``TRISK_METRICS_PORT``), each worker on ``TRISK_WORKER_METRICS_PORT``. Log context
+comes from context variables that the request middleware and the jobs set, so every log line of a request or a job
+carries them without being passed around.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+__all__ = [
+    "ASSESSMENT_ID",
+    "CHECK_FAILURES",
+    "HTTP_DURATION",
+    "HTTP_REQUESTS",
+    "JOB_DURATION",
+    "JUDGE_CALLS",
+    "JUDGE_PARSE_FAILURES",
+    "JUDGE_TOKENS",
+    "LLM_CACHE_HITS",
+    "QUEUE_DEPTH",
+    "RATE_LIMITED",
+    "REQUEST_ID",
+    "TENANT",
+    "JsonFormatter",
+    "configure_logging",
+    "log_context",
+    "start_metrics_server",
+    "timed_job",
+]
+
+# -- metrics (names follow Prometheus conventions: unit suffixes, _total for counters)
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+_JOB_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0)
+
+HTTP_REQUESTS = Counter("trisk_http_requests_total", "HTTP requests answered", ["method", "route", "status"])
+HTTP_DURATION = Histogram(
+    "trisk_http_request_duration_seconds", "HTTP request latency", ["method", "route"], buckets=_LATENCY_BUCKETS
+)
+RATE_LIMITED = Counter("trisk_rate_limited_total", "requests refused by a rate limit", ["limit"])
+QUEUE_DEPTH = Gauge("trisk_queue_depth", "jobs waiting in a queue (read at scrape time)", ["queue"])
+JOB_DURATION = Histogram("trisk_job_duration_seconds", "worker job run time", ["job", "outcome"], buckets=_JOB_BUCKETS)
+CHECK_FAILURES = Counter(
+    "trisk_check_failures_total", "assessment work that failed, per tier (cheap, llm, tail, callback)", ["check"]
+)
+JUDGE_CALLS = Counter(
+    "trisk_judge_calls_total", "LLM judge calls, per model and outcome (ok, cached, error)", ["model", "outcome"]
+)
+LLM_CACHE_HITS = Counter("trisk_llm_cache_hits_total", "LLM answers served from the response cache", ["model"])
+JUDGE_TOKENS = Counter("trisk_llm_tokens_total", "LLM tokens spent (cache hits cost none)", ["model", "kind"])
+JUDGE_PARSE_FAILURES = Counter(
+    "trisk_judge_parse_failures_total", "judge answers that did not parse, per prompt and error", ["prompt", "error"]
+)
+
+
+_serving: set[int] = set()
+
+
+def start_metrics_server(port: int) -> None:
+    """Serve this process's metrics on ``port`` (once per process and port)."""
+    if port not in _serving:
+        start_http_server(port)
+        _serving.add(port)
+
+
+@contextmanager
+def timed_job(job: str) -> Iterator[dict[str, str]]:
+    """Time a job; the caller sets ``outcome`` in the yielded dict (default ``error`` if it raises)."""
+    started = time.perf_counter()
+    state = {"outcome": "error"}
+    try:
+        yield state
+    finally:
+        JOB_DURATION.labels(job, state["outcome"]).observe(time.perf_counter() - started)
+
+
+# -- structured logs
+REQUEST_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("trisk_request_id", default=None)
+TENANT: contextvars.ContextVar[str | None] = contextvars.ContextVar("trisk_tenant", default=None)
+ASSESSMENT_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("trisk_assessment_id", default=None)
+_CONTEXT = {"request_id": REQUEST_ID, "tenant": TENANT, "assessment_id": ASSESSMENT_ID}
+
+
+@contextmanager
+def log_context(**values: str | None) -> Iterator[None]:
+    """Set request_id / tenant / assessment_id for every log line inside the block."""
+    tokens = [(_CONTEXT[k], _CONTEXT[k].set(v)) for k, v in values.items()]
+    try:
+        yield
+    finally:
+        for var, token in reversed(tokens):
+            var.reset(token)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, the context ids, and the exception if any."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key, var in _CONTEXT.items():
+            value = var.get()
+            if value is not None:
+                out[key] = value
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, ensure_ascii=False)
+
+
+def configure_logging(fmt: str = "json", level: int = logging.INFO) -> None:
+    """Root logging for a process: JSON lines (``fmt="json"``) or plain text for a terminal."""
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    # the servers' own loggers (uvicorn's access log, arq's job log) go through the same handler
+    for name in ("uvicorn", "uvicorn.access", "uvicorn.error", "arq"):
+        lg = logging.getLogger(name)
+        lg.handlers[:] = []
+        lg.propagate = True

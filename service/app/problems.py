@@ -9,7 +9,7 @@ from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
 from litestar.status_codes import HTTP_400_BAD_REQUEST, HTTP_500_INTERNAL_SERVER_ERROR
 
-from service.core.errors import TriskError, UpstreamRateLimited
+from service.core.errors import TooManyRequests, TriskError, UpstreamRateLimited
 
 __all__ = ["PROBLEM_JSON", "exception_handlers", "problem"]
 
@@ -27,12 +27,15 @@ def problem(
     headers = {}
     if "retry_after" in extra and extra["retry_after"] is not None:
         headers["Retry-After"] = str(int(max(1, round(float(extra["retry_after"])))))
+    if status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="trisk"'
+
     return Response(content=body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
 def _trisk_error(request: Request[Any, Any, Any], exc: TriskError) -> Response[Any]:
     extra = dict(exc.extra)
-    if isinstance(exc, UpstreamRateLimited):
+    if isinstance(exc, UpstreamRateLimited | TooManyRequests):
         extra["retry_after"] = exc.retry_after
     if exc.status_code >= 500:
         logger.warning("%s on %s: %s", type(exc).__name__, request.url.path, exc.detail)

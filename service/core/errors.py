@@ -4,8 +4,11 @@ TriskError
  +-- InputError                 bad request content (422 unless a subclass says otherwise)
  |    +-- PayloadTooLarge       text or body over a documented limit (413)
  |    +-- UnknownLanguage       a language no normaliser or index knows (422)
+ +-- Unauthorized               no API key, or one that is unknown, revoked or expired (401)
+ +-- Forbidden                  a valid key without the scope the route needs (403)
  +-- NotFound                   no such object for this tenant (404)
  +-- Conflict                   idempotency-key reuse with another body, state clash (409)
+ +-- TooManyRequests            a rate limit was reached; carries retry_after seconds (429)
  +-- NotReady                   a resource the request needs is not loaded (503)
  +-- UpstreamError              a dependency failed (502 unless a subclass says otherwise)
       +-- UpstreamTimeout       it did not answer in time (504)
@@ -18,11 +21,14 @@ from __future__ import annotations
 
 __all__ = [
     "Conflict",
+    "Forbidden",
     "InputError",
     "NotFound",
     "NotReady",
     "PayloadTooLarge",
+    "TooManyRequests",
     "TriskError",
+    "Unauthorized",
     "UnknownLanguage",
     "UpstreamBadResponse",
     "UpstreamError",
@@ -57,6 +63,25 @@ class PayloadTooLarge(InputError):
 class UnknownLanguage(InputError):
     status_code = 422
     title = "Unknown language"
+
+
+class Unauthorized(TriskError):
+    status_code = 401
+    title = "Unauthorized"
+
+
+class Forbidden(TriskError):
+    status_code = 403
+    title = "Forbidden"
+
+
+class TooManyRequests(TriskError):
+    status_code = 429
+    title = "Too many requests"
+
+    def __init__(self, detail: str, *, retry_after: float, extra: dict[str, object] | None = None) -> None:
+        super().__init__(detail, extra=extra)
+        self.retry_after = retry_after
 
 
 class NotFound(TriskError):

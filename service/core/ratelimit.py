@@ -1,0 +1,154 @@
+"""Request rate limits per key and per tenant, in Redis (shared by every API replica), and the daily LLM spend
+budget per tenant.
+
+Requests: a fixed one-minute window on the Redis clock per key and per tenant (one Lua script, so the two counts
+and the decision are atomic); a request over either limit is refused with the seconds until its window ends. The
+answer's headers follow the IETF RateLimit header fields draft: ``RateLimit-Policy: "key";q=600;w=60,
+"tenant";q=1200;w=60`` and ``RateLimit: "key";r=<remaining>;t=<seconds to reset>`` for the tighter of the two.
+
+LLM spend: calls and tokens per tenant and UTC day. A judge call first takes one call from the day's budget
+(refused when none is left, and then the check reads ``skipped`` with the reason); its tokens are added after the
+answer, so a day can end a few calls' tokens over the token budget, never over the call budget.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Decision", "RateLimiter", "SpendExhausted", "SpendMeter"]
+
+# KEYS: key counter, tenant counter. ARGV: key limit, tenant limit (0 = none), window seconds.
+# Returns {allowed (1/0), key remaining, tenant remaining, seconds to the window's end, which limit refused}.
+_CHECK = """
+local t = redis.call('TIME')
+local now = tonumber(t[1])
+local window = tonumber(ARGV[3])
+local start = now - (now % window)
+local reset = start + window - now
+local kkey = KEYS[1] .. ':' .. start
+local tkey = KEYS[2] .. ':' .. start
+local klimit, tlimit = tonumber(ARGV[1]), tonumber(ARGV[2])
+local kn = tonumber(redis.call('GET', kkey) or '0')
+local tn = tonumber(redis.call('GET', tkey) or '0')
+if klimit > 0 and kn >= klimit then return {0, 0, tlimit - tn, reset, 'key'} end
+if tlimit > 0 and tn >= tlimit then return {0, klimit - kn, 0, reset, 'tenant'} end
+kn = redis.call('INCR', kkey)
+redis.call('EXPIRE', kkey, window * 2)
+tn = redis.call('INCR', tkey)
+redis.call('EXPIRE', tkey, window * 2)
+return {1, klimit - kn, tlimit - tn, reset, ''}
+"""
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    retry_after: int  # seconds until the window ends
+    limited_by: str  # "key", "tenant" or ""
+    headers: dict[str, str]
+
+
+class RateLimiter:
+    def __init__(self, redis: Any, *, per_key: int, per_tenant: int, window_seconds: int = 60) -> None:
+        self.redis = redis
+        self.per_key = per_key
+        self.per_tenant = per_tenant
+        self.window = window_seconds
+        self._check = redis.register_script(_CHECK)
+
+    @property
+    def enabled(self) -> bool:
+        return self.per_key > 0 or self.per_tenant > 0
+
+    def policy(self) -> str:
+        parts = []
+        if self.per_key > 0:
+            parts.append(f'"key";q={self.per_key};w={self.window}')
+        if self.per_tenant > 0:
+            parts.append(f'"tenant";q={self.per_tenant};w={self.window}')
+        return ", ".join(parts)
+
+    async def check(self, key_id: str, tenant: str) -> Decision:
+        allowed, k_left, t_left, reset, which = await self._check(
+            keys=[f"trisk:rl:key:{key_id}", f"trisk:rl:tenant:{tenant}"],
+            args=[self.per_key, self.per_tenant, self.window],
+        )
+        limited_by = which.decode() if isinstance(which, bytes) else str(which)
+        # the tighter of the two limits names the RateLimit field
+        rows = [(int(k_left), "key")] if self.per_key > 0 else []
+        if self.per_tenant > 0:
+            rows.append((int(t_left), "tenant"))
+        remaining, name = min(rows) if rows else (0, "key")
+        headers = {
+            "RateLimit-Policy": self.policy(),
+            "RateLimit": f'"{name}";r={max(0, remaining)};t={int(reset)}',
+        }
+        return Decision(bool(allowed), int(reset), limited_by, headers)
+
+
+class SpendExhausted(Exception):
+    """The tenant's LLM budget for the day is used up; LLM checks read skipped with this reason."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+# KEYS: calls counter, tokens counter. ARGV: call limit (0 = none), token limit (0 = none), ttl seconds.
+_TAKE_CALL = """
+local calls = tonumber(redis.call('GET', KEYS[1]) or '0')
+local tokens = tonumber(redis.call('GET', KEYS[2]) or '0')
+local climit, tlimit = tonumber(ARGV[1]), tonumber(ARGV[2])
+if climit > 0 and calls >= climit then return {0, calls, tokens} end
+if tlimit > 0 and tokens >= tlimit then return {0, calls, tokens} end
+calls = redis.call('INCR', KEYS[1])
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
+return {1, calls, tokens}
+"""
+
+
+class SpendMeter:
+    """The daily LLM budget of one tenant (``calls_per_day``/``tokens_per_day`` 0 = unlimited)."""
+
+    def __init__(self, redis: Any, tenant: str, *, calls_per_day: int, tokens_per_day: int) -> None:
+        self.redis = redis
+        self.tenant = tenant
+        self.calls_per_day = calls_per_day
+        self.tokens_per_day = tokens_per_day
+        self._take = redis.register_script(_TAKE_CALL)
+
+    def _keys(self) -> tuple[str, str]:
+        day = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
+        base = f"trisk:t:{self.tenant}:spend:{day}"
+        return f"{base}:calls", f"{base}:tokens"
+
+    async def take_call(self) -> None:
+        """Count one upstream call against today's budget, or raise SpendExhausted."""
+        if self.calls_per_day <= 0 and self.tokens_per_day <= 0:
+            return
+        calls, tokens = self._keys()
+        ok, used_calls, used_tokens = await self._take(
+            keys=[calls, tokens], args=[self.calls_per_day, self.tokens_per_day, 2 * 86400]
+        )
+        if not ok:
+            raise SpendExhausted(
+                f"tenant {self.tenant!r} has used today's LLM budget ({int(used_calls)} of {self.calls_per_day or '∞'} "
+                f"calls, {int(used_tokens)} of {self.tokens_per_day or '∞'} tokens; TRISK_LLM_CALLS_PER_DAY, "
+                "TRISK_LLM_TOKENS_PER_DAY)"
+            )
+
+    async def add_tokens(self, n: int) -> None:
+        if n <= 0:
+            return
+        _, tokens = self._keys()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.incrby(tokens, n)
+            pipe.expire(tokens, 2 * 86400)
+            await pipe.execute()
+
+    async def used(self) -> tuple[int, int]:
+        calls, tokens = self._keys()
+        a, b = await self.redis.mget(calls, tokens)
+        return int(a or 0), int(b or 0)

@@ -22,7 +22,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from service.core.palibench import DEV_DIR, OUTLIER_DRIFT, load_palibench  # noqa: E402, F401 (OUTLIER_DRIFT: fit_risk)
+from service.core.palibench import DEV_DIR, load_palibench  # noqa: E402
 from service.core.settings import SHARED_DIR  # noqa: E402
 
 if TYPE_CHECKING:

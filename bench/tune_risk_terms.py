@@ -30,9 +30,11 @@ import msgspec  # noqa: E402
 from challenge_set import load_outlier_labels  # noqa: E402
 from fit_risk import write_model  # noqa: E402
 
+from service.core.calibration.search import CLIP, reference_stats, score_terms  # noqa: E402
 from service.core.metrics import auc, recall_at_budget  # noqa: E402
+from service.core.ranking import forcing_flag, priorities  # noqa: E402
 from service.core.risk import HardFlagRule, ReferenceDistribution, RiskModel, SignalWeight, load_model  # noqa: E402
-from service.evaluation import OUTLIER_DRIFT  # noqa: E402
+from service.core.types import Flag, Severity  # noqa: E402
 
 # candidate extra terms and their weight grids (the base model's weights sum to 1)
 GRID: dict[str, tuple[float, ...]] = {
@@ -50,7 +52,15 @@ EXTRA_RULES: tuple[tuple[str, ...], ...] = (
     ("critical.added_content",),
     ("critical.negation", "critical.added_content"),
 )
-CLIP = 5.0
+
+
+def _flags(dumped: list[str]) -> list[Flag]:
+    """The dump's ``rule:severity`` strings as flags."""
+    out = []
+    for f in dumped:
+        rule, _, severity = f.rpartition(":")
+        out.append(msgspec.convert({"rule": rule, "severity": severity, "detail": ""}, Flag))
+    return out
 
 
 class Rows:
@@ -64,29 +74,38 @@ class Rows:
         names = sorted({k for r in un for k in r["signals"]})
         self.sig_u = {k: np.array([r["signals"].get(k, math.nan) for r in un], dtype=float) for k in names}
         self.sig_i = {k: np.array([r["signals"].get(k, math.nan) for r in inj], dtype=float) for k in names}
-        self.flags_u = [{f.split(":")[0] for f in r["flags"]} for r in un]
-        self.flags_i = [{f.split(":")[0] for f in r["flags"]} for r in inj]
-        labels = load_outlier_labels(OUTLIER_DRIFT)
+        self.flags_u = [_flags(r["flags"]) for r in un]
+        self.flags_i = [_flags(r["flags"]) for r in inj]
+        labels = load_outlier_labels()
         keys = [(r["passage"], r["model"]) for r in un]
         self.labelled = np.array([k in labels for k in keys])
         self.y = np.array([labels.get(k, False) for k in keys])[self.labelled]
 
 
+def extra_terms(extra: dict[str, tuple[float, float, float]], *, stored: bool = False) -> list[SignalWeight]:
+    """(weight, mean, sd) per signal as optional terms (statistics rounded as a model file stores them)."""
+    return [
+        SignalWeight(
+            name=k,
+            weight=w,
+            mean=round(m, 6) if stored else m,
+            sd=round(sd, 6) if stored else sd,
+            clip=CLIP,
+            optional=True,
+        )
+        for k, (w, m, sd) in extra.items()
+    ]
+
+
 def linear(model: RiskModel, sig: dict[str, np.ndarray], extra: dict[str, tuple[float, float, float]]) -> np.ndarray:
     """The model's score (terms missing from a row count z = 0, as the service does) plus the extra terms."""
-    n = len(next(iter(sig.values())))
-    total = np.zeros(n)
-    terms = [(t.name, t.weight, t.mean, t.sd) for t in model.signals] + [(k, *v) for k, v in extra.items()]
-    for name, w, mean, sd in terms:
-        x = sig.get(name, np.full(n, np.nan))
-        z = np.clip((x - mean) / sd, -CLIP, CLIP)
-        total += w * np.nan_to_num(z, nan=0.0)
-    return total
+    return score_terms(sig, [*model.signals, *extra_terms(extra)], len(next(iter(sig.values()))))
 
 
-def forced(model: RiskModel, flags: list[set[str]], extra_rules: tuple[str, ...]) -> np.ndarray:
-    rules = set(model.hard_flags.rules or ()) | set(extra_rules)
-    return np.array([bool(f & rules) for f in flags])
+def forced(model: RiskModel, flags: list[list[Flag]], extra_rules: tuple[str, ...]) -> list[Severity | None]:
+    """The forcing severity of each row under the model's hard-flag rule with ``extra_rules`` added."""
+    rule = msgspec.structs.replace(model.hard_flags, rules=[*(model.hard_flags.rules or ()), *extra_rules])
+    return [(f.severity if (f := forcing_flag(rule, fl)) else None) for fl in flags]
 
 
 def evaluate(data: Rows, su: np.ndarray, si: np.ndarray) -> dict[str, float]:
@@ -130,12 +149,17 @@ def main() -> None:
         ),
     )
     data = Rows(args.dump)
-    stats = {k: (float(np.nanmean(data.sig_u[k])), float(np.nanstd(data.sig_u[k]))) for k in GRID}
+    stats = {k: reference_stats(data.sig_u[k], "plain") for k in GRID}
+
+    severities = {
+        rules: (forced(base, data.flags_u, rules), forced(base, data.flags_i, rules)) for rules in EXTRA_RULES
+    }
 
     def run(weights: tuple[float, ...], rules: tuple[str, ...]) -> dict[str, float]:
         extra = {k: (w, *stats[k]) for k, w in zip(GRID, weights, strict=True) if w}
-        su = linear(base, data.sig_u, extra) + 1e6 * forced(base, data.flags_u, rules)
-        si = linear(base, data.sig_i, extra) + 1e6 * forced(base, data.flags_i, rules)
+        # ranked as the service ranks: forced candidates first (by flag severity), then by score
+        su = priorities(linear(base, data.sig_u, extra), severities[rules][0])
+        si = priorities(linear(base, data.sig_i, extra), severities[rules][1])
         return evaluate(data, su, si)
 
     ref = run(tuple(0.0 for _ in GRID), ())
@@ -172,10 +196,7 @@ def main() -> None:
         return
     chosen, weights, rules = ok[0]
     extra = {k: (w, *stats[k]) for k, w in zip(GRID, weights, strict=True) if w}
-    terms = list(base.signals) + [
-        SignalWeight(name=k, weight=w, mean=round(m, 6), sd=round(s, 6), clip=CLIP, optional=True)
-        for k, (w, m, s) in extra.items()
-    ]
+    terms = list(base.signals) + extra_terms(extra, stored=True)
     scores = linear(base, data.sig_u, extra)
     quantiles = [round(float(q), 6) for q in np.quantile(scores, np.linspace(0.0, 1.0, 1001))]
     fit = dict(base.fit or {})

@@ -6,7 +6,6 @@ correlation). They are used to measure, never as inputs: the service only ever s
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
@@ -22,11 +21,11 @@ from typing import Any
 import numpy as np
 
 from service.core.metrics import auc, budget_stats, spearman
+from service.core.palibench import OUTLIER_DRIFT, load_palibench
 from service.core.ranking import priority
 
-__all__ = ["Benchmark", "Stack", "evaluate", "free_port", "load_benchmark", "report", "wait_ready"]
+__all__ = ["OUTLIER_DRIFT", "Benchmark", "Stack", "evaluate", "free_port", "load_benchmark", "report", "wait_ready"]
 
-OUTLIER_DRIFT = 2.0
 BUDGETS = (0.05, 0.10, 0.20)
 
 
@@ -36,42 +35,22 @@ class Benchmark:
     labels: dict[tuple[str, str], dict[str, float]]  # (passage, candidate id) -> {"outlier", "comet_best"}
 
 
-def _short(model_file: str) -> str:
-    return model_file.removesuffix(".json")
-
-
 def load_benchmark(folder: str | Path, bilara_root: str | Path, limit: int | None = None) -> Benchmark:
-    folder = Path(folder)
-    rows = list(csv.DictReader((folder / "passage_manifest.csv").open(encoding="utf-8")))
-    if limit:
-        rows = rows[:limit]
-    segs: dict[str, str] = {}
-    for f in Path(bilara_root).rglob("*_root-pli-ms.json"):
-        segs.update(json.loads(f.read_text(encoding="utf-8")))
-    translations: dict[str, dict[str, str]] = {}
-    models: dict[str, str] = {}
-    for f in sorted((folder / "translations").glob("*.json")):
-        data = json.loads(f.read_text(encoding="utf-8"))
-        translations[_short(f.name)] = data["translations"]
-        models[_short(f.name)] = str(data.get("metadata", {}).get("model", _short(f.name)))
-    labels: dict[tuple[str, str], dict[str, float]] = {}
-    for f in sorted((folder / "per_passage_scores").glob("*_per_passage_scores.json")):
-        cid = f.name.removesuffix("_per_passage_scores.json")
-        for r in json.loads(f.read_text(encoding="utf-8")):
-            labels[(r["passage_id"], cid)] = {
-                "outlier": float(r["normalized_drift"] > OUTLIER_DRIFT),
-                "comet_best": float(r["comet_best"]),
-            }
+    """A PaliBench folder (the one loader, ``service.core.palibench``) as API batch items and measuring labels."""
+    pb = load_palibench(folder, bilara_root, limit)
+    labels = {
+        (pid, m): {"outlier": float(ref.outlier), "comet_best": ref.comet_best}
+        for m in pb.models
+        for pid, ref in pb.scores[m].items()
+    }
     passages = []
-    for r in rows:
-        pid = r["passage_id"]
-        source = " ".join(segs[s].strip() for s in r["segments"].split() if s in segs)
+    for p in pb.passages:
         cands = [
-            {"id": cid, "text": tr[pid], "model": models[cid]}
-            for cid, tr in translations.items()
-            if pid in tr and tr[pid].strip()
+            {"id": m, "text": pb.translations[m][p.id], "model": pb.model_names[m]}
+            for m in pb.models
+            if pb.translations[m].get(p.id, "").strip()
         ]
-        passages.append({"id": pid, "source": source, "candidates": cands})
+        passages.append({"id": p.id, "source": p.source, "candidates": cands})
     return Benchmark(passages=passages, labels=labels)
 
 

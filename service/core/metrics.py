@@ -1,4 +1,10 @@
-"""Detection and agreement metrics: AUC, budgets, Wilson, Spearman, Pearson, kappa, alpha, bootstrap."""
+"""Detection and agreement metrics: AUC, budgets, Wilson, Spearman, Pearson, kappa, alpha, bootstrap.
+
+AUC, Wilson intervals, Spearman, Pearson and Cohen's kappa are scikit-learn's and SciPy's, with this module's
+conventions for the undefined cases spelled out (NaN, never a made-up 0.5). The budget logic (how many items a
+reviewer sees, ties at the cut) is ours. The row-wise helpers (``*_rows``) compute many bootstrap resamples at once,
+with a mask of missing pairs, which the libraries do not; the tests check them against the libraries.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ from typing import Annotated
 import msgspec
 import numpy as np
 from scipy import stats
+from sklearn.metrics import cohen_kappa_score, roc_auc_score
 
 __all__ = [
     "DEFAULT_BUDGETS",
@@ -25,6 +32,7 @@ __all__ = [
     "krippendorff_alpha_nominal_rows",
     "pearson",
     "pearson_rows",
+    "pooled_negatives_first",
     "precision_at_budget",
     "recall_at_budget",
     "spearman",
@@ -53,20 +61,14 @@ def _as_labels(labels: ArrayLike, n: int) -> np.ndarray:
 
 
 def auc(scores: ArrayLike, labels: ArrayLike) -> float:
-    """ROC AUC as the Mann-Whitney U statistic over (n_pos * n_neg); tied scores count one half.
-
-    NaN when one class is empty (the AUC is undefined, not 0.5).
-    """
+    """ROC AUC (``sklearn.metrics.roc_auc_score``): the share of positive-negative pairs ordered right, a tied
+    pair counting one half. NaN when one class is empty (the AUC is undefined, not 0.5)."""
     s = _as_scores(scores)
     y = _as_labels(labels, s.shape[0])
     n_pos = int(y.sum())
-    n_neg = int(y.shape[0] - n_pos)
-    if n_pos == 0 or n_neg == 0:
+    if n_pos == 0 or n_pos == y.shape[0]:
         return math.nan
-    # average ranks give every tied pair half a win, which is exactly the Mann-Whitney tie convention
-    ranks = stats.rankdata(s, method="average")
-    u = float(ranks[y].sum()) - n_pos * (n_pos + 1) / 2.0
-    return u / (n_pos * n_neg)
+    return float(roc_auc_score(y, s))
 
 
 def budget_count(n: int, budget: float) -> int:
@@ -95,6 +97,16 @@ def top_k_mask(scores: ArrayLike, budget: float) -> np.ndarray:
     return mask
 
 
+def pooled_negatives_first(positives: ArrayLike, negatives: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, labels) of positives and negatives in one pool, negatives first: with the input-order tie rule of
+    ``top_k_mask`` a positive tied with a negative at the budget cut is not counted as found (ties count against the
+    score, never for it)."""
+    neg = _as_scores(negatives)
+    pos = _as_scores(positives)
+    labels = np.concatenate([np.zeros(neg.shape[0], dtype=bool), np.ones(pos.shape[0], dtype=bool)])
+    return np.concatenate([neg, pos]), labels
+
+
 def recall_at_budget(scores: ArrayLike, labels: ArrayLike, budget: float) -> float:
     """Share of positives inside the top ``budget`` (NaN without positives)."""
     s = _as_scores(scores)
@@ -117,18 +129,14 @@ def precision_at_budget(scores: ArrayLike, labels: ArrayLike, budget: float) -> 
 
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion (closed form); (nan, nan) when n == 0."""
+    """Wilson score interval for a binomial proportion (``scipy.stats.binomtest(...).proportion_ci``, no continuity
+    correction); (nan, nan) when n == 0."""
     if n < 0 or successes < 0 or successes > n:
         raise ValueError(f"need 0 <= successes <= n, got {successes}/{n}")
     if n == 0:
         return (math.nan, math.nan)
-    z = float(stats.norm.ppf(0.5 + confidence / 2.0))
-    p = successes / n
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    # clamp float noise at the ends (p = 0 or 1 gives an exact bound of 0 or 1)
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    ci = stats.binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return (float(ci.low), float(ci.high))
 
 
 class BudgetStats(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -171,39 +179,43 @@ def budget_stats(
     return out
 
 
-def spearman(x: ArrayLike, y: ArrayLike) -> float:
-    """Spearman's rho: Pearson correlation of average ranks (ties share a rank); NaN if either side is constant."""
+def _pair(x: ArrayLike, y: ArrayLike) -> tuple[np.ndarray, np.ndarray] | None:
+    """Both sides as float arrays, or None when a correlation is undefined (fewer than two pairs, or a side
+    constant: tested exactly, as max == min, since float noise can hide a constant side from the libraries)."""
     a = _as_scores(x)
     b = _as_scores(y)
     if a.shape != b.shape:
         raise ValueError(f"{a.shape[0]} vs {b.shape[0]} values")
-    if a.shape[0] < 2:
-        return math.nan
-    ra = stats.rankdata(a, method="average")
-    rb = stats.rankdata(b, method="average")
-    ra -= ra.mean()
-    rb -= rb.mean()
-    denom = math.sqrt(float((ra * ra).sum()) * float((rb * rb).sum()))
-    if denom == 0.0:
-        return math.nan
-    return float((ra * rb).sum()) / denom
+    if a.shape[0] < 2 or a.max() == a.min() or b.max() == b.min():
+        return None
+    return a, b
+
+
+def spearman(x: ArrayLike, y: ArrayLike) -> float:
+    """Spearman's rho (``scipy.stats.spearmanr``, ties share their average rank); NaN if either side is constant
+    or there are fewer than two pairs."""
+    pair = _pair(x, y)
+    return math.nan if pair is None else float(stats.spearmanr(*pair).statistic)
 
 
 def cohen_kappa(a: Sequence[object], b: Sequence[object]) -> float:
-    """Cohen's kappa of two raters over the same items: (p_o - p_e) / (1 - p_e).
+    """Cohen's kappa of two raters over the same items (``sklearn.metrics.cohen_kappa_score``).
 
-    Categories are the union of both raters' labels. 1.0 when both raters use one and the same single category
-    (perfect, if uninformative, agreement); NaN for no items.
+    Categories are the union of both raters' labels (any hashable values: they are coded first, so mixed types
+    need no common order). 1.0 when both raters use one and the same single category (perfect, if uninformative,
+    agreement, where the formula is 0/0); NaN for no items.
     """
     if len(a) != len(b):
         raise ValueError(f"{len(a)} vs {len(b)} ratings")
     if len(a) == 0:
         return math.nan
     cats = sorted({*a, *b}, key=repr)
+    if len(cats) == 1:
+        return 1.0
     index = {c: i for i, c in enumerate(cats)}
     codes_a = np.array([index[x] for x in a], dtype=np.int64)
     codes_b = np.array([index[y] for y in b], dtype=np.int64)
-    return float(cohen_kappa_rows(codes_a[None, :], codes_b[None, :], len(cats))[0])
+    return float(cohen_kappa_score(codes_a, codes_b))
 
 
 def cohen_kappa_rows(a: np.ndarray, b: np.ndarray, n_categories: int) -> np.ndarray:
@@ -220,12 +232,9 @@ def cohen_kappa_rows(a: np.ndarray, b: np.ndarray, n_categories: int) -> np.ndar
 
 
 def pearson(x: ArrayLike, y: ArrayLike) -> float:
-    """Pearson's r; NaN if either side is constant or there are fewer than two pairs."""
-    a = _as_scores(x)
-    b = _as_scores(y)
-    if a.shape != b.shape:
-        raise ValueError(f"{a.shape[0]} vs {b.shape[0]} values")
-    return float(pearson_rows(a[None, :], b[None, :])[0])
+    """Pearson's r (``scipy.stats.pearsonr``); NaN if either side is constant or there are fewer than two pairs."""
+    pair = _pair(x, y)
+    return math.nan if pair is None else float(stats.pearsonr(*pair).statistic)
 
 
 def pearson_rows(x: np.ndarray, y: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:

@@ -1,19 +1,28 @@
-"""Detection metrics against hand-computed tables."""
+"""Detection and agreement metrics against hand-computed tables, and the row-wise helpers against SciPy/sklearn."""
 
 from __future__ import annotations
 
 import math
+import warnings
 
+import numpy as np
 import pytest
+from scipy import stats
+from sklearn.metrics import cohen_kappa_score
 
 from service.core.metrics import (
     auc,
     budget_count,
     budget_stats,
     cohen_kappa,
+    cohen_kappa_rows,
+    pearson,
+    pearson_rows,
+    pooled_negatives_first,
     precision_at_budget,
     recall_at_budget,
     spearman,
+    spearman_rows,
     top_k_mask,
     wilson_interval,
 )
@@ -99,6 +108,17 @@ def test_wilson_interval(k: int, n: int, lo: float, hi: float) -> None:
     assert got[1] == pytest.approx(hi, abs=TOL)
 
 
+@pytest.mark.parametrize(
+    # closed form: (p + z^2/2n -+ z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n), z the normal quantile
+    ("k", "n", "confidence", "lo", "hi"),
+    [(5, 10, 0.90, 0.269272, 0.730728), (3, 20, 0.99, 0.038787, 0.435587), (0, 5, 0.90, 0.0, 0.351117)],
+)
+def test_wilson_interval_other_confidences(k: int, n: int, confidence: float, lo: float, hi: float) -> None:
+    got = wilson_interval(k, n, confidence)
+    assert got[0] == pytest.approx(lo, abs=TOL)
+    assert got[1] == pytest.approx(hi, abs=TOL)
+
+
 def test_wilson_interval_empty() -> None:
     assert all(math.isnan(v) for v in wilson_interval(0, 0))
 
@@ -124,7 +144,27 @@ def test_spearman_table(x: list[float], y: list[float], expected: float) -> None
 
 
 def test_spearman_constant_is_nan() -> None:
-    assert math.isnan(spearman([1, 2, 3], [4, 4, 4]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert math.isnan(spearman([1, 2, 3], [4, 4, 4]))
+        assert math.isnan(spearman([1], [2]))
+
+
+@pytest.mark.parametrize(
+    ("x", "y", "expected"),
+    [
+        ([1, 2, 3], [2, 4, 7], 5 / math.sqrt(2 * 114 / 9)),  # centred: (-1, 0, 1) . (-7, -1, 8) / 3 = 5
+        ([1, 2, 3, 4], [4, 3, 2, 1], -1.0),
+        ([1, 2, 3, 4], [1, 3, 2, 4], 0.8),  # 4 / sqrt(5 * 5)
+        ([1, 2, 3], [5, 5, 5], math.nan),  # a constant side: undefined
+        ([0.1, 0.1, 0.1], [1, 2, 3], math.nan),  # constant up to float noise in the centring
+    ],
+)
+def test_pearson_table(x: list[float], y: list[float], expected: float) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an undefined correlation is NaN, not a library warning in the logs
+        got = pearson(x, y)
+    assert math.isnan(got) if math.isnan(expected) else got == pytest.approx(expected, abs=TOL)
 
 
 @pytest.mark.parametrize(
@@ -135,8 +175,43 @@ def test_spearman_constant_is_nan() -> None:
         (["y"] * 20 + ["y"] * 5 + ["n"] * 10 + ["n"] * 15, ["y"] * 20 + ["n"] * 5 + ["y"] * 10 + ["n"] * 15, 0.4),
         (["a", "b", "c"], ["a", "b", "c"], 1.0),
         (["a", "b"], ["b", "a"], -1.0),
-        (["x", "x"], ["x", "x"], 1.0),
+        (["x", "x"], ["x", "x"], 1.0),  # one shared category: 1.0 by convention (the formula is 0/0)
+        (["x", "x"], ["x", "y"], 0.0),  # p_o = 0.5 = p_e
+        ([1, "a", 1], [1, "a", "a"], 0.4),  # mixed label types: p_o 2/3, p_e 4/9
     ],
 )
 def test_cohen_kappa_table(a: list[object], b: list[object], expected: float) -> None:
     assert cohen_kappa(a, b) == pytest.approx(expected, abs=TOL)
+
+
+def test_kappa_is_nan_without_items() -> None:
+    assert math.isnan(cohen_kappa([], []))
+
+
+@pytest.mark.parametrize(
+    ("pos", "neg", "budget", "recall", "area"),
+    [
+        ([1.0], [1.0, 0.0], 1 / 3, 0.0, 0.75),  # the tie at the cut counts against the score; AUC: half a win
+        ([2.0], [1.0, 1.0], 1 / 3, 1.0, 1.0),
+        ([0.0, 0.0], [0.0, 0.0, 0.0, 0.0], 0.5, 0.0, 0.5),  # a constant score finds nothing
+    ],
+)
+def test_pooled_negatives_first(pos: list[float], neg: list[float], budget: float, recall: float, area: float) -> None:
+    scores, labels = pooled_negatives_first(pos, neg)
+    assert labels.tolist() == [False] * len(neg) + [True] * len(pos)
+    assert recall_at_budget(scores, labels, budget) == pytest.approx(recall, abs=TOL)
+    assert auc(scores, labels) == pytest.approx(area, abs=TOL)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_row_helpers_match_scipy_and_sklearn(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 8, (6, 30)).astype(float)  # integer values: plenty of ties for the ranks
+    y = x + rng.integers(-3, 4, (6, 30))
+    assert pearson_rows(x, y) == pytest.approx(stats.pearsonr(x, y, axis=1).statistic, abs=1e-12)
+    rho = [stats.spearmanr(a, b).statistic for a, b in zip(x, y, strict=True)]
+    assert spearman_rows(x, y) == pytest.approx(rho, abs=1e-12)
+    a = rng.integers(0, 3, (6, 30))
+    b = np.where(rng.random((6, 30)) < 0.6, a, rng.integers(0, 3, (6, 30)))
+    kappa = [cohen_kappa_score(r, t) for r, t in zip(a, b, strict=True)]
+    assert cohen_kappa_rows(a, b, 3) == pytest.approx(kappa, abs=1e-12)

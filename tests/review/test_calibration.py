@@ -7,8 +7,11 @@ import random
 import numpy as np
 import pytest
 
-from service.core.calibration import calibration_report, fit_risk_model, grouped_folds
+from service.core.calibration import LabelledItem, calibration_report, fit_risk_model, grouped_folds, search
+from service.core.calibration import fit as fit_module
 from service.core.errors import InputError
+from service.core.risk import HardFlagRule
+from service.core.types import Flag, SignalValue
 from tests.review.support import labelled
 
 # ten items, signal s = 10..1, labels by hand; judge j1 says error (<= 70) on items 0, 2, 3, 4
@@ -92,7 +95,7 @@ def test_grouped_folds_never_split_a_passage() -> None:
         assert len({int(folds[i]) for i, x in enumerate(groups) if x == g}) == 1
 
 
-def _dataset(n_passages: int, seed: int = 1) -> list:
+def _dataset(n_passages: int, seed: int = 1) -> list[LabelledItem]:
     rng = random.Random(seed)
     items = []
     for p in range(n_passages):
@@ -106,12 +109,82 @@ def _dataset(n_passages: int, seed: int = 1) -> list:
 def test_fit_selects_the_informative_signal() -> None:
     model, fit = fit_risk_model(_dataset(30), tenant="t", source="human", name="calibrated-t-v1", n_folds=5)
     assert model.signals[0].name == "good" and model.fit["tenant"] == "t"
-    assert fit["cv"]["recall@20%"] is not None and fit["cv"]["auc_major_vs_nonmajor"] > 0.7
+    assert max(model.signals, key=lambda s: s.weight).name == "good"
+    assert fit["cv"]["recall@20%"] is not None and fit["cv"]["auc"] > 0.7
+    assert fit["nested_cv"]["auc"] > 0.7 and len(fit["nested_cv_terms"]) == 5
+    assert (fit["n_items"], fit["n_passages"], fit["signals_considered"]) == (90, 30, ["good", "noise"])
     assert model.reference is not None and len(model.reference.quantiles) == 1001
     assert np.isfinite([s.sd for s in model.signals]).all()
 
 
-def test_fit_refuses_too_few_labels() -> None:
+def test_fit_folds_are_grouped_by_passage(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[np.ndarray] = []
+
+    def spy(groups: np.ndarray, n_folds: int, seed: int) -> np.ndarray:
+        out = search.grouped_folds(groups, n_folds, seed)
+        seen.append(out)
+        return out
+
+    monkeypatch.setattr(fit_module, "grouped_folds", spy)
+    items = _dataset(20)
+    fit_risk_model(items, tenant="t", source="human", name="x", n_folds=4)
+    (folds,) = seen
+    assert set(folds.tolist()) == {0, 1, 2, 3}
+    by_passage: dict[str, set[int]] = {}
+    for it, k in zip(items, folds.tolist(), strict=True):
+        by_passage.setdefault(it.passage, set()).add(k)
+    assert len(by_passage) == 20 and all(len(ks) == 1 for ks in by_passage.values())
+
+
+@pytest.mark.parametrize(
+    ("labels", "n_passages", "shortfalls", "have"),
+    [
+        (
+            ["MAJOR"] + ["VALID"] * 5,
+            2,
+            "6 items (need 10), 1 majors (need 2), 2 passages (need 5)",
+            {"items": 6, "majors": 1, "non_majors": 5, "passages": 2},
+        ),
+        (
+            ["MAJOR"] * 11 + ["MINOR"],
+            12,
+            "1 non-majors (need 2)",
+            {"items": 12, "majors": 11, "non_majors": 1, "passages": 12},
+        ),
+    ],
+)
+def test_fit_refuses_too_few_labels_with_the_numbers(
+    labels: list[str], n_passages: int, shortfalls: str, have: dict[str, int]
+) -> None:
+    items = [labelled(lab, {"s": float(i)}, passage=f"p{i % n_passages}", n=i) for i, lab in enumerate(labels)]
     with pytest.raises(InputError) as exc:
-        fit_risk_model(_dataset(3), tenant="t", source="human", name="x", min_items=40)
-    assert "need 40" in exc.value.detail and exc.value.extra["have"]["items"] == 9
+        fit_risk_model(items, tenant="t", source="human", name="x", min_items=10, min_majors=2, n_folds=5)
+    assert exc.value.detail == f"too few human labels to fit a risk model: {shortfalls}"
+    assert exc.value.extra == {"needed": {"items": 10, "majors": 2, "non_majors": 2, "passages": 5}, "have": have}
+
+
+def test_fit_restricted_to_named_signals() -> None:
+    model, fit = fit_risk_model(_dataset(30), tenant="t", source="human", name="x", signals=["noise"])
+    assert [s.name for s in model.signals] == ["noise"] and fit["signals_considered"] == ["noise"]
+    with pytest.raises(InputError) as exc:
+        fit_risk_model(_dataset(30), tenant="t", source="human", name="x", signals=["good", "absent"])
+    assert "['absent']" in exc.value.detail and exc.value.extra == {"available": ["good", "noise"]}
+
+
+def test_fit_ranks_forced_items_first_as_the_model_will() -> None:
+    items = _dataset(30)
+    # six VALID items with the lowest signal but a critical hard flag: the fitted model forces them to the top
+    for k, it in enumerate(i for i in items if i.label == "VALID"):
+        if k == 6:
+            break
+        it.signals["good"] = SignalValue(value=-3.0)
+        it.flags = [Flag(rule="source_copy", severity="critical", detail="copied")]
+    model, fit = fit_risk_model(items, tenant="t", source="human", name="x")
+    assert model.hard_flags == HardFlagRule()
+    # 5% of 90 items is 5 reviewed, all of them forced VALID items
+    assert fit["in_sample"]["precision@5%"] == 0.0 and fit["cv"]["precision@5%"] == 0.0
+
+
+def test_fit_without_room_for_a_nested_cv_says_why() -> None:
+    _, fit = fit_risk_model(_dataset(6), tenant="t", source="human", name="x", n_folds=5, min_items=10, min_majors=2)
+    assert fit["nested_cv"] is None and "inner CV needs 5" in fit["nested_cv_refused"]

@@ -111,34 +111,27 @@ def _fit(catalog: ModelCatalog, tenant: str, data: FitRequest) -> FitOut:
     rs = get_review_settings()
     items, _ = _items(db, tenant, data.source, None)
     fallback = "single-candidate-v1" if "single-candidate-v1" in catalog.shipped.models else None
-    result: dict[str, Any] = {}
-
-    def build(name: str) -> RiskModel:
-        model, fit_info = fit_risk_model(
-            items,
-            tenant=tenant,
-            source=data.source,
-            name=name,
-            budget=data.budget,
-            n_folds=data.folds,
-            signals=data.signals,
-            min_items=rs.min_fit_items,
-            min_majors=rs.min_fit_majors,
-            fallback=fallback,
-        )
-        result["fit"] = fit_info
-        return model
-
-    # fit once before naming: too few labels must not leave a stored model behind
-    build("calibrated-probe")
-    model = catalog.add_fitted(tenant, build)
-    db.add_fit(FitRecord(uuid.uuid4().hex, tenant, model.name, time.time(), {"rule": model.rule, "fit": result["fit"]}))
+    # fit once, before naming: too few labels must not leave a stored model behind, and the name changes nothing
+    fitted, fit_info = fit_risk_model(
+        items,
+        tenant=tenant,
+        source=data.source,
+        name="calibrated-probe",
+        budget=data.budget,
+        n_folds=data.folds,
+        signals=data.signals,
+        min_items=rs.min_fit_items,
+        min_majors=rs.min_fit_majors,
+        fallback=fallback,
+    )
+    model = catalog.add_fitted(tenant, lambda name: msgspec.structs.replace(fitted, name=name))
+    db.add_fit(FitRecord(uuid.uuid4().hex, tenant, model.name, time.time(), {"rule": model.rule, "fit": fit_info}))
     return FitOut(
         model=model.name,
         rule=model.rule,
         active=False,
         activate_url=f"/v1/calibration/models/{model.name}/activate",
-        fit=result["fit"],
+        fit=fit_info,
         signals=[msgspec.to_builtins(s) for s in model.signals],
     )
 

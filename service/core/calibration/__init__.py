@@ -1,12 +1,13 @@
 """The calibration loop: labelled items from verdicts or panel labels, the detection report and its SVG, and fits of
-new risk models (stored and activated through ``service.core.risk_catalog``)."""
+new risk models by the one fitting method (``search``; stored and activated through ``service.core.risk_catalog``)."""
 
 from __future__ import annotations
 
-from service.core.calibration.fit import fit_risk_model, grouped_folds
+from service.core.calibration.fit import fit_risk_model
 from service.core.calibration.labels import LabelledItem, human_items, panel_items
 from service.core.calibration.plot import report_svg
 from service.core.calibration.report import calibration_report
+from service.core.calibration.search import grouped_folds
 
 __all__ = [
     "LabelledItem",

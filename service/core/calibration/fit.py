@@ -1,49 +1,42 @@
-"""Fits of new risk models on labelled items: z-scored linear weightings searched with CV grouped by passage."""
+"""Fits of new risk models on labelled items (reviewer verdicts or panel labels), by the one method of ``search``.
+
+MAJOR is the positive class (VALID and MINOR the negative); folds are grouped by source passage; the fitted model
+forces what the default hard-flag rule forces, and the fit ranks exactly as that model will.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from sklearn.model_selection import GroupKFold
 
 from service.core.calibration.labels import LabelledItem
-from service.core.calibration.report import num
+from service.core.calibration.search import (
+    SEED,
+    FitData,
+    Search,
+    build_model,
+    figures,
+    fitted_scores,
+    folds_description,
+    grouped_folds,
+    held_out_scores,
+    nested_cv,
+    nested_refusal,
+    selection_description,
+)
 from service.core.errors import InputError
-from service.core.metrics import DEFAULT_BUDGETS, auc, budget_stats
-from service.core.ranking import forcing_flag, priorities
-from service.core.risk import HardFlagRule, ReferenceDistribution, RiskModel, SignalWeight
+from service.core.metrics import DEFAULT_BUDGETS
+from service.core.ranking import forcing_flag
+from service.core.risk import HardFlagRule, RiskModel
 from service.core.signals import PEER_SIGNALS
 from service.core.types import SignalValue
 
-__all__ = ["CLIP", "fit_risk_model", "grouped_folds"]
+__all__ = ["MIN_COVERAGE", "fit_risk_model"]
 
-CLIP = 5.0
-
-
-def grouped_folds(groups: Sequence[str], n_splits: int) -> np.ndarray:
-    """Fold index per item with sklearn's GroupKFold: every translation of a passage lands in the same fold."""
-    codes = np.unique(np.asarray(groups), return_inverse=True)[1]
-    folds = np.full(codes.shape[0], -1, dtype=np.int64)
-    for k, (_, test) in enumerate(GroupKFold(n_splits=n_splits).split(np.zeros(codes.shape[0]), groups=codes)):
-        folds[test] = k
-    return folds
-
-
-def _z(col: np.ndarray, train: np.ndarray) -> tuple[float, float]:
-    vals = col[train & np.isfinite(col)]
-    if vals.shape[0] < 2:
-        return 0.0, 1.0
-    mean, sd = float(vals.mean()), float(vals.std(ddof=1))
-    return mean, sd if sd > 1e-12 else 1.0
-
-
-def _zcol(col: np.ndarray, mean: float, sd: float) -> np.ndarray:
-    z = np.clip((col - mean) / sd, -CLIP, CLIP)
-    return np.nan_to_num(z, nan=0.0)  # a missing signal counts as its reference mean, as in risk.score
+MIN_COVERAGE = 0.5  # a signal enters the pool when at least this share of the labelled items has a value for it
 
 
 def fit_risk_model(
@@ -59,13 +52,14 @@ def fit_risk_model(
     min_majors: int = 8,
     fallback: str | None = None,
 ) -> tuple[RiskModel, dict[str, Any]]:
-    """Search z-scored linear weightings of the signals with grouped CV; select by held-out MAJOR recall at
-    ``budget`` (then AUC, then fewer terms). Raises InputError with the numbers needed when labels are too few."""
+    """Select z-scored linear terms by held-out MAJOR recall at ``budget`` (then AUC) with folds grouped by passage,
+    estimate the whole selection by nested CV, and build the model. Raises InputError with the numbers needed when
+    labels are too few."""
     if not 0.0 < budget <= 1.0:
         raise InputError(f"budget must be in (0, 1], got {budget}")
     if n_folds < 2:
         raise InputError(f"folds must be at least 2, got {n_folds}")
-    y = np.asarray([it.label == "MAJOR" for it in items])
+    y = np.asarray([it.label == "MAJOR" for it in items], dtype=bool)
     passages = [it.passage for it in items]
     n_groups = len(set(passages))
     n_major, n_other = int(y.sum()), int((~y).sum())
@@ -85,87 +79,60 @@ def fit_risk_model(
         available = sorted(set(signals))
     x = np.asarray([[it.value(n) for n in available] for it in items], dtype=np.float64).reshape(len(items), -1)
     coverage = np.isfinite(x).mean(axis=0) if x.size else np.zeros(0)
-    keep = [j for j, n in enumerate(available) if coverage[j] >= 0.5 and np.nanstd(x[:, j]) > 1e-12]
+    keep = [j for j, n in enumerate(available) if coverage[j] >= MIN_COVERAGE and np.nanstd(x[:, j]) > 1e-12]
     dropped = sorted(set(available) - {available[j] for j in keep})
     if not keep:
-        raise InputError("no signal has values on at least half of the labelled items", extra={"dropped": dropped})
+        raise InputError(
+            f"no signal has varying values on at least {MIN_COVERAGE:.0%} of the labelled items",
+            extra={"dropped": dropped},
+        )
     names = [available[j] for j in keep]
-    x = x[:, keep]
-    # the fitted model forces what the default hard-flag rule forces; the fit ranks exactly as that model will
-    hard_flags = HardFlagRule(force_to_top=True, severities=["critical", "major"])
-    severities = [(f.severity if (f := forcing_flag(hard_flags, it.flags)) else None) for it in items]
-    folds = grouped_folds(passages, n_folds)
-    # held-out z columns: each fold z-scored with the other folds' statistics
-    zcv = np.zeros_like(x)
-    for k in np.unique(folds):
-        test = folds == k
-        for j in range(x.shape[1]):
-            mean, sd = _z(x[:, j], ~test)
-            zcv[test, j] = _zcol(x[test, j], mean, sd)
+    hard_flags = HardFlagRule()
+    forced = tuple((f.severity if (f := forcing_flag(hard_flags, it.flags)) else None) for it in items)
+    data = FitData(names, x[:, keep], y, np.asarray(passages), forced)
+    folds = grouped_folds(data.groups, n_folds, SEED)
 
-    def ranked(terms: tuple[tuple[int, float], ...]) -> np.ndarray:
-        return priorities(sum((w * zcv[:, j] for j, w in terms), np.zeros(len(items))), severities)
-
-    def evaluate(terms: tuple[tuple[int, float], ...]) -> tuple[float, float]:
-        s = ranked(terms)
-        st = budget_stats(s, y, (budget,))[0]
-        return (round(st.recall, 6), round(auc(s, y), 6))
-
-    specs: list[tuple[tuple[int, float], ...]] = [((j, 1.0),) for j in range(len(names))]
-    singles = sorted(range(len(names)), key=lambda j: evaluate(((j, 1.0),)), reverse=True)[:6]
-    for a, b in itertools.combinations(singles, 2):
-        specs += [((a, wa), (b, round(1.0 - wa, 2))) for wa in (0.3, 0.5, 0.7)]
-    for trio in itertools.combinations(singles, 3):
-        specs.append(tuple((j, round(1 / 3, 4)) for j in trio))
-        for lead in trio:
-            specs.append(tuple((j, 0.5 if j == lead else 0.25) for j in trio))
-    scored = [(evaluate(sp), -len(sp), sp) for sp in specs]
-    best_key, _, best = max(scored, key=lambda t: (t[0], t[1]))
-    cv_scores = ranked(best)
-    everything = np.ones(len(items), dtype=bool)
-    terms = []
-    full = np.zeros(len(items))
-    for j, w in best:
-        mean, sd = _z(x[:, j], everything)
-        terms.append(SignalWeight(name=names[j], weight=round(w, 4), mean=round(mean, 6), sd=round(sd, 6), clip=CLIP))
-        full += w * _zcol(x[:, j], mean, sd)
-    cv_figures: dict[str, Any] = {"auc_major_vs_nonmajor": num(auc(cv_scores, y))}
-    for st in budget_stats(cv_scores, y, tuple(sorted({*DEFAULT_BUDGETS, budget}))):
-        key = f"{st.budget:.0%}"
-        cv_figures[f"recall@{key}"] = num(st.recall)
-        cv_figures[f"recall@{key}_wilson95"] = [num(v) for v in st.recall_ci]
-        cv_figures[f"precision@{key}"] = num(st.precision)
-        cv_figures[f"precision@{key}_wilson95"] = [num(v) for v in st.precision_ci]
-    fit = {
+    search = Search(data, folds, budget)
+    selection = search.select(names, simplify=True)
+    spec = selection.chosen
+    budgets = tuple(sorted({*DEFAULT_BUDGETS, budget}))
+    fit: dict[str, Any] = {
         "tenant": tenant,
         "label": f"MAJOR vs VALID+MINOR ({source} labels; human: majority of an item's verdicts)",
         "source": source,
         "n_items": len(items),
         "n_major": n_major,
         "n_passages": n_groups,
-        "folds": f"{n_folds}-fold sklearn GroupKFold grouped by source passage",
-        "selection": f"held-out MAJOR recall at {budget:.0%}, then AUC, then fewer terms; {len(specs)} weightings of "
-        f"z-scored signals (clip {CLIP:g}) tried; the CV figures are those of the selected weighting (optimistic "
-        "by the selection itself)",
+        "folds": folds_description(n_folds, "source passage", SEED),
+        "selection": selection_description(budget, simplify=True),
         "budget": budget,
         "signals_considered": names,
         "signals_dropped": dropped,
-        "cv": cv_figures,
-        "selection_key": {"recall": best_key[0], "auc": best_key[1]},
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "cv": figures(held_out_scores(spec, data, folds), data, budgets),
+        "in_sample": figures(fitted_scores(spec, data), data, budgets),
     }
-    quantiles = [round(float(q), 6) for q in np.quantile(full + 0.0, np.linspace(0.0, 1.0, 1001))]
-    model = RiskModel(
+    refusal = nested_refusal(data, folds, n_folds)
+    if refusal is None:
+        nested = nested_cv(data, folds, names, n_folds=n_folds, budget=budget, simplify=True, seed=SEED)
+        fit["nested_cv"] = figures(nested.scores, data, budgets)
+        fit["nested_cv_terms"] = [s.describe() for s in nested.specs]
+    else:
+        fit["nested_cv"] = None
+        fit["nested_cv_refused"] = refusal
+    key = search.evaluate(spec)
+    fit["selection_key"] = {"recall": key[0], "auc": round(key[1], 6)}
+    fit["date"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    uses_peers = any(n in PEER_SIGNALS for n, _ in spec.terms)
+    model = build_model(
+        spec,
+        data,
         name=name,
         version="1.0.0",
-        description=f"Calibrated on {len(items)} {source}-labelled items of tenant {tenant} "
-        f"({' + '.join(f'{t.weight:g}*z({t.name})' for t in terms)}).",
-        requires_peers=any(t.name in PEER_SIGNALS for t in terms),
-        signals=terms,
+        description=f"Calibrated on {len(items)} {source}-labelled items of tenant {tenant} ({spec.describe()}).",
+        fallback=fallback if uses_peers else None,
         hard_flags=hard_flags,
-        fallback=fallback if any(t.name in PEER_SIGNALS for t in terms) else None,
         reference_data=f"{len(items)} {source}-labelled items of tenant {tenant}",
-        reference=ReferenceDistribution(data="labelled items, in-sample scores", n=len(items), quantiles=quantiles),
+        reference_label="labelled items, in-sample scores",
         fit=fit,
     )
     return model, fit

@@ -247,6 +247,13 @@ class LLMSettings(SettingsGroup):
     requests_per_second: float = setting("TRISK_LLM_RPS", 10.0, "LLM calls per second, per client")
     review_budget: float = setting("TRISK_LLM_REVIEW_BUDGET", 0.2, "default share of candidates the LLM cascade checks")
     max_calls_per_request: int = setting("TRISK_LLM_MAX_CALLS_PER_REQUEST", 200, "cap on LLM calls per request")
+    # a tenant's LLM spend per UTC day; over it LLM checks read skipped with the reason, the cheap tier still answers
+    calls_per_day: int = setting(
+        "TRISK_LLM_CALLS_PER_DAY", 20_000, "LLM calls a tenant may make per day (0 = no limit)"
+    )
+    tokens_per_day: int = setting(
+        "TRISK_LLM_TOKENS_PER_DAY", 20_000_000, "LLM tokens a tenant may spend per day (0 = no limit)"
+    )
 
     @property
     def configured(self) -> bool:
@@ -333,6 +340,11 @@ class ApiSettings(SettingsGroup):
     )
     worker_metrics_port: int = setting(
         "TRISK_WORKER_METRICS_PORT", 0, "a worker serves its Prometheus metrics on this port (0 = off)"
+    )
+    # requests per minute, shared by every API replica through Redis (0 = no limit)
+    rate_per_key: int = setting("TRISK_RATE_PER_KEY", 600, "requests per minute one API key may make (0 = no limit)")
+    rate_per_tenant: int = setting(
+        "TRISK_RATE_PER_TENANT", 1200, "requests per minute all keys of a tenant may make (0 = no limit)"
     )
 
 

@@ -202,6 +202,8 @@ async def backtranslate(
 
 
 def backtranslation_signal(result: BacktranslationResult) -> SignalResult:
+    if result.metrics is None and result.status == "skipped":
+        return SignalSkipped(reason=str(result.error))
     if result.metrics is None:
         return SignalSkipped(
             reason=f"no usable backtranslation from {result.judge_id}: {result.status} ({result.error})"

@@ -17,6 +17,7 @@ Not retried: other 4xx and undecodable bodies (the same request would fail the s
 from __future__ import annotations
 
 import asyncio
+import copy
 import email.utils
 import logging
 import random
@@ -40,6 +41,7 @@ from service.core.telemetry import JUDGE_CALLS, JUDGE_TOKENS, LLM_CACHE_HITS
 
 if TYPE_CHECKING:
     from service.core.llm._cache import ResponseCache
+    from service.core.ratelimit import SpendMeter
     from service.core.settings import LLMSettings
 
 __all__ = [
@@ -235,6 +237,7 @@ class LLMClient:
         self.burst = burst
         self.retry = retry or RetryPolicy()
         self.cache = cache
+        self.meter: SpendMeter | None = None
         self._providers: dict[str, _Provider] = {}
         self._http = httpx.AsyncClient(
             timeout=timeout or httpx.Timeout(connect=5.0, read=60.0, write=30.0, pool=30.0),
@@ -266,6 +269,14 @@ class LLMClient:
             cache=cache,
             transport=transport,
         )
+
+    def metered(self, meter: SpendMeter) -> LLMClient:
+        """A view of this client that charges upstream calls to a tenant's daily budget (``SpendMeter``): it shares
+        the connection pool, the per-provider limits and the cache. A cache hit costs nothing; a call over the
+        budget raises ``SpendExhausted`` before anything is sent. Close the client, not its views."""
+        view = copy.copy(self)
+        view.meter = meter
+        return view
 
     async def __aenter__(self) -> LLMClient:
         return self
@@ -318,6 +329,8 @@ class LLMClient:
                 LLM_CACHE_HITS.labels(endpoint.model).inc()
                 JUDGE_CALLS.labels(endpoint.model, "cached").inc()
                 return hit
+        if self.meter is not None:
+            await self.meter.take_call()
         body: dict[str, object] = {
             "model": endpoint.model,
             "messages": [{"role": m.role, "content": m.content} for m in messages],
@@ -333,6 +346,8 @@ class LLMClient:
         JUDGE_CALLS.labels(endpoint.model, "ok").inc()
         JUDGE_TOKENS.labels(endpoint.model, "prompt").inc(result.usage.prompt_tokens)
         JUDGE_TOKENS.labels(endpoint.model, "completion").inc(result.usage.completion_tokens)
+        if self.meter is not None:
+            await self.meter.add_tokens(result.usage.prompt_tokens + result.usage.completion_tokens)
         if cache_key is not None and self.cache is not None:
             await self.cache.set(cache_key, result)
         return result

@@ -268,6 +268,8 @@ async def score_candidate(
 def gemba_signal(result: GembaResult) -> SignalResult:
     """The API-facing signal: mean risk, or skipped when no judge gave a valid score."""
     if result.stats.n_valid == 0 or result.stats.mean_risk is None:
+        if result.judges and all(j.status == "skipped" for j in result.judges):
+            return SignalSkipped(reason=str(result.judges[0].error))  # e.g. the day's LLM budget is used up
         problems = "; ".join(f"{j.judge_id}: {j.status} ({j.error})" for j in result.judges) or "no eligible judge"
         return SignalSkipped(reason=f"no valid GEMBA score: {problems}")
     return SignalValue(

@@ -9,12 +9,14 @@ import msgspec
 
 from service.core.errors import UpstreamError
 from service.core.llm._client import ChatMessage, ChatResult, Endpoint, LLMClient
+from service.core.ratelimit import SpendExhausted
 from service.core.telemetry import JUDGE_PARSE_FAILURES
 
 __all__ = ["Attempt", "AttemptOptions", "Cost", "JudgeStatus", "Outcome", "ask_until_parsed"]
 
 T = TypeVar("T")
-JudgeStatus = Literal["valid", "invalid", "failed"]
+# skipped: the call was not made (the tenant's LLM budget for the day is used up); never a failure of the judge
+JudgeStatus = Literal["valid", "invalid", "failed", "skipped"]
 
 
 class AttemptOptions(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -95,6 +97,10 @@ async def ask_until_parsed(
             result = await client.chat(
                 endpoint, messages, temperature=temperature, prompt_version=prompt_version, max_tokens=max_tokens
             )
+        except SpendExhausted as exc:
+            outcome.status = "skipped"
+            outcome.error = exc.reason
+            return outcome
         except UpstreamError as exc:
             attempts = exc.extra.get("attempts")
             outcome.cost.calls += attempts if isinstance(attempts, int) else 0  # 0: failed before any request

@@ -126,7 +126,9 @@ serve() {
   local model
   model="$(gguf_path)"
   say "serving $MODEL_ALIAS on http://$HOST:$PORT/v1 (n_ctx $N_CTX, $THREADS threads, model $model)"
-  # one request at a time (llama-cpp-python serialises them anyway); nice, since the cores are shared
+  # nice and passive OpenMP waits (no spinning threads): the cores are shared. The server answers one request at
+  # a time; a non-streamed request runs to its end even when the client has gone away
+  export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
   exec nice -n 10 "$VENV/bin/python" -m llama_cpp.server --model "$model" --model_alias "$MODEL_ALIAS" \
     --host "$HOST" --port "$PORT" --n_ctx "$N_CTX" --n_threads "$THREADS" --n_threads_batch "$THREADS"
 }

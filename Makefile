@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: up test venv index lint openapi bench clean
+.PHONY: up test test-llm venv index lint openapi bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,10 @@ up: venv
 
 test: venv
 	./scripts/test.sh
+
+# opt-in: tests against a real local model server (builds llama.cpp once per machine, outside the repository)
+test-llm: venv
+	TRISK_LOCAL_LLM_BUILD=1 ./scripts/test.sh -m local_llm
 
 index: venv
 	$(PY) -m service.cli build-index

@@ -18,6 +18,9 @@ from service.core.settings import SHARED_DIR, Settings, get_settings
 # verdicts and fitted models of test runs go to a throwaway database, never the developer's var/trisk.db
 os.environ.setdefault("TRISK_DB_PATH", os.path.join(tempfile.mkdtemp(prefix="trisk-test-"), "trisk.db"))
 
+# the `local_llm_server` fixture (the real local model server of the opt-in `make test-llm` tests)
+pytest_plugins = ["tests.support.local_llm"]
+
 TEST_REDIS_URL = os.environ.get("TRISK_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 # API tests run as a tenant of their own, so nothing they write mixes with another run's data; removed at the end
 TEST_TENANT = f"test-{uuid.uuid4().hex[:10]}"

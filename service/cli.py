@@ -1,9 +1,12 @@
-"""The ``trisk`` command: build and profile corpus indexes, print the OpenAPI document and settings, serve the API."""
+"""The ``trisk`` command: build and profile corpus indexes, print the OpenAPI document and settings, migrate the durable
+store, serve the API."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -85,6 +88,35 @@ def cmd_settings(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_db(args: argparse.Namespace) -> int:
+    from service.core.durable import database_url, describe, make_engine
+    from service.core.durable.migrate import current, head, revision, upgrade
+
+    if args.db_command == "revision":
+        path = revision(args.message)
+        ruff = shutil.which("ruff", path=str(Path(sys.executable).parent))
+        if ruff:  # Alembic writes its own style
+            subprocess.run([ruff, "format", "--quiet", str(path)], check=False)
+        print(f"wrote {path}: check it; append-only tables need append_only.refuse_changes")
+        return 0
+    # with TRISK_DATABASE_URL unset: the SQLite file at TRISK_DB_PATH
+    url = database_url(get_settings().durable)
+    engine = make_engine(url)
+    try:
+        if args.db_command == "upgrade":
+            before, after = upgrade(engine)
+            did = "already at" if before == after else f"upgraded from {before or 'an empty database'} to"
+            print(f"durable store ({describe(url)}): {did} revision {after}")
+            return 0
+        with engine.connect() as con:
+            at = current(con)
+        latest = head()
+        print(f"durable store ({describe(url)}): revision {at or 'none'}, latest {latest}")
+        return 0 if at == latest else 1
+    finally:
+        engine.dispose()
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -153,6 +185,14 @@ def _main(argv: list[str] | None) -> int:
 
     p = sub.add_parser("settings", help="print the configuration table (every environment variable, its default)")
     p.set_defaults(func=cmd_settings)
+
+    p = sub.add_parser("db", help="the durable store's schema: upgrade it, show its revision, write a migration")
+    db = p.add_subparsers(dest="db_command", required=True)
+    db.add_parser("upgrade", help="migrate to the latest revision (idempotent; safe when several processes run it)")
+    db.add_parser("current", help="print the database's revision (exit 1 when it is not the latest)")
+    rev = db.add_parser("revision", help="write the next migration from the difference of schema.py and the latest")
+    rev.add_argument("-m", "--message", required=True)
+    p.set_defaults(func=cmd_db)
 
     p = sub.add_parser("serve", help="run the API with uvicorn")
     p.add_argument("--host", default="127.0.0.1")

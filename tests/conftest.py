@@ -17,6 +17,8 @@ from service.core.settings import SHARED_DIR, Settings, get_settings
 
 # verdicts and fitted models of test runs go to a throwaway database, never the developer's var/trisk.db
 os.environ.setdefault("TRISK_DB_PATH", os.path.join(tempfile.mkdtemp(prefix="trisk-test-"), "trisk.db"))
+# ...and never to a database server the shell happens to name: PostgreSQL tests make databases of their own
+os.environ.pop("TRISK_DATABASE_URL", None)
 
 # the `local_llm_server` fixture (the real local model server of the opt-in `make test-llm` tests)
 pytest_plugins = ["tests.support.local_llm"]

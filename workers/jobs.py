@@ -137,8 +137,8 @@ class Indexes:
 async def startup(ctx: dict[str, Any]) -> None:
     """Open the shared clients; anything a test already put in ``ctx`` (settings, fakes) is kept."""
     from service.core.critical import default_checker
+    from service.core.durable import open_store
     from service.core.llm import LLMClient, ResponseCache, load_panel
-    from service.core.review import get_review_settings, open_db
 
     settings: Settings = ctx.setdefault("settings", get_settings())
     if settings.jobs.worker_nice and ctx.get("nice", True):
@@ -148,7 +148,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     ctx.setdefault("store", Store(client, retention_seconds=settings.redis.retention_seconds))
     if "catalog" not in ctx:
         shipped = RiskRegistry.load(settings.risk.models_dir)
-        ctx["catalog"] = ModelCatalog(shipped, open_db(get_review_settings().db_path), settings.risk.model)
+        ctx["catalog"] = ModelCatalog(shipped, open_store(settings.durable), settings.risk.model)
     embedders: Embedders = ctx.setdefault("embedders", Embedders(settings))
     check_embedding_models(
         ctx["catalog"].shipped,

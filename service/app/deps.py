@@ -11,8 +11,8 @@ from litestar.di import Provide
 
 from service.app.resources import Resources, open_queue
 from service.app.tenancy import current_tenant
+from service.core.durable import DurableStore
 from service.core.errors import NotReady
-from service.core.review.db import ReviewDB
 from service.core.review.queue import ReviewQueue
 from service.core.risk_catalog import ModelCatalog
 from service.core.settings import Settings
@@ -61,7 +61,7 @@ def provide_review_queue(resources: Resources) -> ReviewQueue:
     return ReviewQueue(resources.redis, retention_seconds=resources.settings.redis.retention_seconds)
 
 
-def provide_db(resources: Resources) -> ReviewDB:
+def provide_db(resources: Resources) -> DurableStore:
     if resources.db is None:
         raise NotReady("the durable store is not open")
     return resources.db

@@ -27,8 +27,8 @@ from service.app.novelty.controllers import NoveltyController
 from service.app.problems import exception_handlers
 from service.app.resources import Resources, open_queue
 from service.app.review.controllers import AdjudicationController, ReviewController
+from service.core.durable import open_store
 from service.core.novelty import load_indexes
-from service.core.review import get_review_settings, open_db
 from service.core.risk import RiskRegistry
 from service.core.risk_catalog import ModelCatalog
 from service.core.settings import Settings
@@ -104,7 +104,8 @@ class TriskPlugin(InitPluginProtocol):
         if owns_queue:
             resources.queue = await open_queue(self.settings)
         if resources.db is None:
-            resources.db = open_db(get_review_settings().db_path)
+            # migrates the schema first (idempotent; concurrent starts wait for each other)
+            resources.db = await asyncio.to_thread(open_store, self.settings.durable)
         if resources.catalog is None:
             shipped = RiskRegistry.load(self.settings.risk.models_dir)
             resources.catalog = ModelCatalog(shipped, resources.db, self.settings.risk.model)

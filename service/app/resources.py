@@ -10,9 +10,9 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from service.core.durable import DurableStore
 from service.core.errors import NotReady, UnknownLanguage
 from service.core.novelty import NoveltyIndex
-from service.core.review.db import ReviewDB
 from service.core.risk_catalog import ModelCatalog
 from service.core.settings import Settings
 from service.core.text import get_normaliser
@@ -32,7 +32,7 @@ class Resources:
     index_errors: dict[str, str] = field(default_factory=dict)
     redis: Redis | None = None
     queue: Any = None  # arq.ArqRedis, typed loosely to keep arq out of the core
-    db: ReviewDB | None = None
+    db: DurableStore | None = None
     catalog: ModelCatalog | None = None
     started_at: float = field(default_factory=time.time)
     load_seconds: float = 0.0

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import msgspec
 
+from service.core.durable import Activation, DurableStore
 from service.core.errors import InputError, NotFound
-from service.core.review.db import Activation, ReviewDB
 from service.core.risk import RiskModel, RiskRegistry
 
 __all__ = ["ModelCatalog", "TenantModels", "fitted_name"]
@@ -44,7 +44,7 @@ class TenantModels:
 class ModelCatalog:
     """Shipped models plus per-tenant fitted models; fitted models are cached per tenant until one is added."""
 
-    def __init__(self, shipped: RiskRegistry, db: ReviewDB, default_model: str) -> None:
+    def __init__(self, shipped: RiskRegistry, db: DurableStore, default_model: str) -> None:
         self.shipped = shipped
         self.db = db
         self.default_model = default_model

@@ -20,6 +20,7 @@ __all__ = [
     "SHARED",
     "SHARED_DIR",
     "ApiSettings",
+    "DurableSettings",
     "EmbeddingSettings",
     "IndexSettings",
     "JobSettings",
@@ -306,13 +307,23 @@ class JobSettings(SettingsGroup):
 
 
 @dataclass(frozen=True)
-class ReviewSettings(SettingsGroup):
-    # Redis on this machine keeps nothing on disk, so everything that must survive lives in this file
+class DurableSettings(SettingsGroup):
+    # Redis keeps nothing that must survive; verdicts, adjudications, fits and fitted models live in this database
     db_path: str = setting(
         "TRISK_DB_PATH",
         PathDefault("var/trisk.db"),
-        "durable store of reviewer verdicts, adjudications, fits and activated models",
+        "the durable store (verdicts, adjudications, fits, fitted and activated models) as an SQLite file",
     )
+    # one machine needs no database server; several API replicas or hosts need one they all reach
+    database_url: str = setting(
+        "TRISK_DATABASE_URL",
+        "",
+        "the durable store on PostgreSQL (`postgresql://user:password@host:5432/db`); unset = the file above",
+    )
+
+
+@dataclass(frozen=True)
+class ReviewSettings(SettingsGroup):
     # an expired lease puts its items back in the queue
     lease_seconds: int = setting("TRISK_REVIEW_LEASE_SECONDS", 900, "a claim holds its items this long unless renewed")
     max_lease_seconds: int = setting("TRISK_REVIEW_MAX_LEASE_SECONDS", 4 * 3600, "longest lease a reviewer may ask for")
@@ -358,6 +369,7 @@ class Settings(SettingsGroup):
     llm: LLMSettings = field(default_factory=LLMSettings)
     risk: RiskSettings = field(default_factory=RiskSettings)
     jobs: JobSettings = field(default_factory=JobSettings)
+    durable: DurableSettings = field(default_factory=DurableSettings)
     review: ReviewSettings = field(default_factory=ReviewSettings)
 
 

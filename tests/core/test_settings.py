@@ -58,9 +58,11 @@ def _attr(settings: Settings, path: str) -> Any:
         ({}, "review.lease_seconds", 900),
         ({"TRISK_REVIEW_MAX_CLAIM": "5"}, "review.max_claim_items", 5),
         ({"TRISK_JUDGE_ERROR_MAX_SCORE": "50"}, "review.judge_error_max_score", 50.0),
-        ({"TRISK_DB_PATH": "/srv/trisk.db"}, "review.db_path", "/srv/trisk.db"),
+        ({"TRISK_DB_PATH": "/srv/trisk.db"}, "durable.db_path", "/srv/trisk.db"),
+        ({}, "durable.database_url", ""),
+        ({"TRISK_DATABASE_URL": "postgresql://db/trisk"}, "durable.database_url", "postgresql://db/trisk"),
         # path defaults: under the checkout, or under the shared folder (itself a setting)
-        ({}, "review.db_path", str(REPO_ROOT / "var" / "trisk.db")),
+        ({}, "durable.db_path", str(REPO_ROOT / "var" / "trisk.db")),
         ({}, "index.path", str(REPO_ROOT / "var" / "index" / "pli-sutta.trisk")),
         ({}, "risk.models_dir", str(REPO_ROOT / "models")),
         ({}, "index.corpus_dir", str(DEFAULT_SHARED / "corpus" / "bilara")),
@@ -218,7 +220,9 @@ def test_table_does_not_depend_on_the_checkout(monkeypatch: pytest.MonkeyPatch) 
     assert "/elsewhere" not in settings_table()
 
 
-def test_the_test_session_reads_its_own_label_store() -> None:
-    # the review group now sits in the cached process settings: they must have been read after tests/conftest.py
-    # pointed TRISK_DB_PATH at a throwaway file, or tests would write verdicts into the developer's var/trisk.db
-    assert get_review_settings().db_path == os.environ["TRISK_DB_PATH"]
+def test_the_test_session_reads_its_own_durable_store() -> None:
+    # the durable group sits in the cached process settings: they must have been read after tests/conftest.py
+    # pointed TRISK_DB_PATH at a throwaway file and dropped TRISK_DATABASE_URL, or tests would write verdicts into
+    # the developer's var/trisk.db or whatever database the shell names
+    assert get_settings().durable.db_path == os.environ["TRISK_DB_PATH"]
+    assert get_settings().durable.database_url == ""

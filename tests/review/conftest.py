@@ -19,7 +19,7 @@ _ROOT = Path(__file__).resolve().parents[2]
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
-from service.core.review import db as review_db_module  # noqa: E402
+from service.core.durable import close_stores  # noqa: E402
 from service.core.settings import LLMSettings, Settings, get_settings  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer, openai_server  # noqa: E402, F401
 from tests.review.support import REDIS_URL, cleanup  # noqa: E402
@@ -76,7 +76,7 @@ def db_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     get_settings.cache_clear()
     yield path
     get_settings.cache_clear()
-    review_db_module._dbs.pop(str(path), None)
+    close_stores()
 
 
 def make_settings(models_dir: Path, llm: LLMSettings | None = None) -> Settings:

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from service.core.review import ReviewDB
+from service.core.durable import DurableStore, database_url, make_engine
+from service.core.settings import DurableSettings
 from service.core.store import AssessmentState
 from tests.review.conftest import make_client, make_settings
 from tests.review.support import REDIS_URL, cleanup, iid, write_assessment
@@ -25,6 +26,10 @@ def seed(tenant: str, cands: list[dict[str, Any]], **kw: Any) -> AssessmentState
             await r.aclose()
 
     return asyncio.run(go())
+
+
+def _store(db_path: Path) -> DurableStore:
+    return DurableStore(make_engine(database_url(DurableSettings(db_path=str(db_path), database_url=""))))
 
 
 CANDS = [
@@ -120,7 +125,7 @@ def test_verdict_survives_restart_and_redis_loss(
         await r.aclose()
 
     asyncio.run(wipe())
-    fresh = ReviewDB(db_path)  # a new handle on the same file, as after a restart
+    fresh = _store(db_path)  # a new handle on the same file, as after a restart
     rows = fresh.verdicts(tenant)
     assert [(v.label, v.snapshot["signals"]["s"]["value"]) for v in rows] == [("MAJOR", 3.0)]
     with make_client(settings, tenant, monkeypatch) as c2:
@@ -164,12 +169,12 @@ def test_fit_refuses_few_labels_then_fits_and_activates(api: Any, tenant: str, d
     assert next(s["name"] for s in out["signals"]) == "s"
     assert out["fit"]["tenant"] == tenant and out["fit"]["n_items"] == 43
     assert out["fit"]["folds"] == "4 folds grouped by source passage, seed 20260101"
-    assert ReviewDB(db_path).active(tenant) is None
+    assert _store(db_path).active(tenant) is None
     models = {m["name"]: m for m in api.get("/v1/calibration/models").json()}
     assert models[out["model"]]["active"] is False and models["test-risk"]["active"] is True
     act = api.post(f"/v1/calibration/models/{out['model']}/activate")
     assert act.status_code == 200, act.text
-    active = ReviewDB(db_path).active(tenant)
+    active = _store(db_path).active(tenant)
     assert active is not None and active.model_name == out["model"]
     assert api.post("/v1/calibration/models/nope/activate").status_code == 404
     rep = api.get("/v1/calibration/report").json()

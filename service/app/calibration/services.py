@@ -18,16 +18,16 @@ from service.core.calibration import (
     panel_items,
     report_svg,
 )
+from service.core.durable import DurableStore, FitRecord, Label
 from service.core.errors import InputError, NotFound
-from service.core.review import FitRecord, get_review_settings
-from service.core.review.db import Label, ReviewDB
+from service.core.review import get_review_settings
 from service.core.risk import RiskModel, RiskRegistry
 from service.core.risk_catalog import ModelCatalog
 
 __all__ = ["activate", "fit", "list_models", "report", "svg"]
 
 
-def _items(db: ReviewDB, tenant: str, source: str, candidate_model: str | None) -> tuple[list[LabelledItem], int]:
+def _items(db: DurableStore, tenant: str, source: str, candidate_model: str | None) -> tuple[list[LabelledItem], int]:
     if source == "human":
         return human_items(db, tenant, candidate_model)
     items, n, _ = panel_items(db, tenant, candidate_model)

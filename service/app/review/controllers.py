@@ -22,7 +22,8 @@ from service.app.review.schemas import (
     VerdictOut,
     VerdictRequest,
 )
-from service.core.review import ReviewDB, ReviewQueue, get_review_settings
+from service.core.durable import DurableStore
+from service.core.review import ReviewQueue, get_review_settings
 from service.core.settings import Settings
 from service.core.store import Store
 
@@ -98,7 +99,7 @@ class ReviewController(Controller):
         summary="One item with source, candidate, peers, signals, flags, judge answers, risk, budget and verdicts",
     )
     async def item(
-        self, item_id: str, review_queue: ReviewQueue, store: Store, db: ReviewDB, tenant: str
+        self, item_id: str, review_queue: ReviewQueue, store: Store, db: DurableStore, tenant: str
     ) -> ReviewItemOut:
         return await services.item_detail(review_queue, store, db, tenant, item_id)
 
@@ -109,12 +110,12 @@ class ReviewController(Controller):
         status_code=201,
     )
     async def verdict(
-        self, item_id: str, data: VerdictRequest, review_queue: ReviewQueue, db: ReviewDB, tenant: str
+        self, item_id: str, data: VerdictRequest, review_queue: ReviewQueue, db: DurableStore, tenant: str
     ) -> VerdictOut:
         return await services.record_verdict(review_queue, db, tenant, item_id, data)
 
     @get("/items/{item_id:str}/verdicts", operation_id="listVerdicts", summary="Every verdict on an item, oldest first")
-    async def verdicts(self, item_id: str, db: ReviewDB, tenant: str) -> list[VerdictOut]:
+    async def verdicts(self, item_id: str, db: DurableStore, tenant: str) -> list[VerdictOut]:
         rows = await asyncio.to_thread(db.verdicts, tenant, item_id)
         return [services.verdict_out(v) for v in rows]
 
@@ -142,16 +143,16 @@ class AdjudicationController(Controller):
         settings: Settings,
         review_queue: ReviewQueue,
         store: Store,
-        db: ReviewDB,
+        db: DurableStore,
         jobs: JobQueue,
         tenant: str,
     ) -> AdjudicationOut:
         return await services.adjudicate(settings, review_queue, store, db, jobs, tenant, data)
 
     @get("/{adjudication_id:str}", operation_id="getAdjudication", summary="One adjudication record")
-    async def read(self, adjudication_id: str, store: Store, db: ReviewDB, tenant: str) -> AdjudicationOut:
+    async def read(self, adjudication_id: str, store: Store, db: DurableStore, tenant: str) -> AdjudicationOut:
         return await services.adjudication(store, db, tenant, adjudication_id)
 
     @get(operation_id="listAdjudications", summary="Stored adjudication records, oldest first (optionally of one item)")
-    async def list_all(self, db: ReviewDB, tenant: str, item_id: str | None = None) -> list[AdjudicationOut]:
+    async def list_all(self, db: DurableStore, tenant: str, item_id: str | None = None) -> list[AdjudicationOut]:
         return await services.adjudications(db, tenant, item_id)

@@ -7,9 +7,9 @@ from typing import Annotated, Literal
 import msgspec
 
 from service.core.budget import Budget
+from service.core.durable import Label
 from service.core.records import Routing
 from service.core.review.adjudication import JudgeVote
-from service.core.review.db import Label
 from service.core.risk import RiskResult
 from service.core.types import Flag, SignalResult
 from service.core.views import SourceView

@@ -19,8 +19,9 @@ from service.app.review.schemas import (
     VerdictOut,
     VerdictRequest,
 )
+from service.core.durable import Adjudication, DurableStore, Verdict
 from service.core.errors import InputError, NotFound
-from service.core.review import Adjudication, JudgeVote, QueueItem, ReviewDB, ReviewQueue, Verdict, get_review_settings
+from service.core.review import JudgeVote, QueueItem, ReviewQueue, get_review_settings
 from service.core.review.adjudication_jobs import (
     new_adjudication,
     pending_adjudication,
@@ -120,7 +121,7 @@ def _verdict_snapshot(item: QueueItem) -> dict[str, Any]:
 
 
 async def record_verdict(
-    queue: ReviewQueue, db: ReviewDB, tenant: str, item_id: str, data: VerdictRequest
+    queue: ReviewQueue, db: DurableStore, tenant: str, item_id: str, data: VerdictRequest
 ) -> VerdictOut:
     """Append the verdict to the durable store first (the record), then take the item out of the open queue."""
     item = await queue.item(tenant, item_id)  # NotFound for an unknown item
@@ -141,7 +142,7 @@ async def record_verdict(
     return verdict_out(v)
 
 
-async def item_detail(queue: ReviewQueue, store: Store, db: ReviewDB, tenant: str, item_id: str) -> ReviewItemOut:
+async def item_detail(queue: ReviewQueue, store: Store, db: DurableStore, tenant: str, item_id: str) -> ReviewItemOut:
     item = await queue.item(tenant, item_id)
     (status, count, lease) = (await queue.status_of(tenant, [item_id]))[0]
     verdicts = [verdict_out(v) for v in await asyncio.to_thread(db.verdicts, tenant, item_id)]
@@ -206,7 +207,7 @@ async def adjudicate(
     settings: Settings,
     queue: ReviewQueue,
     store: Store,
-    db: ReviewDB,
+    db: DurableStore,
     jobs: JobQueue,
     tenant: str,
     data: AdjudicationRequest,
@@ -255,7 +256,7 @@ async def adjudicate(
     return adjudication_out(pending)
 
 
-async def adjudication(store: Store, db: ReviewDB, tenant: str, adj_id: str) -> AdjudicationOut:
+async def adjudication(store: Store, db: DurableStore, tenant: str, adj_id: str) -> AdjudicationOut:
     rec = await asyncio.to_thread(db.adjudication, tenant, adj_id)
     if rec is None:
         rec = await pending_adjudication(store.redis, tenant, adj_id)
@@ -264,5 +265,5 @@ async def adjudication(store: Store, db: ReviewDB, tenant: str, adj_id: str) -> 
     return adjudication_out(rec)
 
 
-async def adjudications(db: ReviewDB, tenant: str, item_id: str | None) -> list[AdjudicationOut]:
+async def adjudications(db: DurableStore, tenant: str, item_id: str | None) -> list[AdjudicationOut]:
     return [adjudication_out(a) for a in await asyncio.to_thread(db.adjudications, tenant, item_id)]

@@ -15,8 +15,8 @@ from typing import Any
 
 import msgspec
 
+from service.core.durable import DurableStore, Label
 from service.core.ranking import FORCING_LEVEL, priority
-from service.core.review.db import Label, ReviewDB
 from service.core.types import Flag, Severity, SignalResult, SignalValue
 
 __all__ = ["SEVERITY", "LabelledItem", "human_items", "panel_items"]
@@ -77,7 +77,7 @@ def _majority(labels: Sequence[Label]) -> Label:
     return max(counts, key=lambda lab: (counts[lab], SEVERITY[lab]))
 
 
-def human_items(db: ReviewDB, tenant: str, candidate_model: str | None = None) -> tuple[list[LabelledItem], int]:
+def human_items(db: DurableStore, tenant: str, candidate_model: str | None = None) -> tuple[list[LabelledItem], int]:
     """Items with human verdicts (majority label per item) and the number of verdicts they rest on."""
     by_item: dict[str, list[Any]] = {}
     for v in db.verdicts(tenant):
@@ -97,7 +97,9 @@ def human_items(db: ReviewDB, tenant: str, candidate_model: str | None = None) -
     return items, n_verdicts
 
 
-def panel_items(db: ReviewDB, tenant: str, candidate_model: str | None = None) -> tuple[list[LabelledItem], int, int]:
+def panel_items(
+    db: DurableStore, tenant: str, candidate_model: str | None = None
+) -> tuple[list[LabelledItem], int, int]:
     """Items with a conclusive panel label (latest wins), the number of such labels, and unlinked ones skipped."""
     latest: dict[str, Any] = {}
     unlinked = 0

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from service.core.calibration.labels import LabelledItem
+from service.core.durable import LABELS, Label
 from service.core.metrics import DEFAULT_BUDGETS, auc, budget_stats, cohen_kappa, spearman, top_k_mask
-from service.core.review.db import LABELS, Label
 from service.core.risk import RiskModel, RiskRegistry, score
 from service.core.types import SignalValue
 

@@ -1,4 +1,4 @@
-"""Human review: the review queue (Redis), durable verdicts and panel adjudications (SQLite)."""
+"""Human review: the review queue (Redis) and panel adjudications; verdicts are kept in ``service.core.durable``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from service.core.review.adjudication import (
     parse_adjudication,
     run_panel,
 )
-from service.core.review.db import LABELS, Activation, Adjudication, FitRecord, Label, ReviewDB, Verdict, open_db
 from service.core.review.queue import (
     FLAG_SEVERITIES,
     ItemSnapshot,
@@ -29,25 +28,17 @@ __all__ = [
     "ADJUDICATION_PROMPT_HASH",
     "ADJUDICATION_PROMPT_VERSION",
     "FLAG_SEVERITIES",
-    "LABELS",
-    "Activation",
-    "Adjudication",
-    "FitRecord",
     "ItemSnapshot",
     "JudgeVote",
-    "Label",
     "Lease",
     "QueueItem",
-    "ReviewDB",
     "ReviewQueue",
     "ReviewSettings",
-    "Verdict",
     "build_adjudication_messages",
     "enqueue_for_review",
     "get_review_settings",
     "item_id_of",
     "majority_label",
-    "open_db",
     "parse_adjudication",
     "queue_items",
     "run_panel",

@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import msgspec
 
+from service.core.durable import Label
 from service.core.llm._client import ChatMessage
 from service.core.llm._gemba import data_fence_tag
 from service.core.llm._judging import AttemptOptions, ask_until_parsed
 from service.core.llm._panels import Judge, resolve_endpoint
-from service.core.review.db import Label
 
 if TYPE_CHECKING:
     from service.core.llm._client import LLMClient

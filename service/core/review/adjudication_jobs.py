@@ -11,7 +11,6 @@ delivery finds the record there and does nothing.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 import uuid
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from service.core.durable import Adjudication, DuplicateRecord, DurableStore
 from service.core.llm import load_panel, select_judges
 from service.core.review.adjudication import (
     ADJUDICATION_PROMPT_HASH,
@@ -26,7 +26,6 @@ from service.core.review.adjudication import (
     PANEL_SIZE,
     run_panel,
 )
-from service.core.review.db import Adjudication, ReviewDB
 from service.core.settings import Settings
 
 __all__ = [
@@ -102,18 +101,18 @@ def plan_adjudication(pending: Adjudication, settings: Settings) -> Adjudication
     return None
 
 
-def store_once(db: ReviewDB, record: Adjudication) -> Adjudication:
+def store_once(db: DurableStore, record: Adjudication) -> Adjudication:
     """Append the record; a second delivery of the same job finds it stored and keeps the first."""
     try:
         return db.add_adjudication(record)
-    except sqlite3.IntegrityError:
+    except DuplicateRecord:
         stored = db.adjudication(record.tenant, record.id)
         return stored if stored is not None else record
 
 
 async def run_adjudication(ctx: dict[str, Any], tenant: str, adjudication_id: str) -> str:
     """The worker's side: run the panel of a pending adjudication and store its record (see the module docstring)."""
-    db: ReviewDB = ctx["catalog"].db
+    db: DurableStore = ctx["catalog"].db
     settings: Settings = ctx["settings"]
     if await asyncio.to_thread(db.adjudication, tenant, adjudication_id) is not None:
         return "already stored"

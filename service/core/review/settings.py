@@ -1,4 +1,4 @@
-"""Settings of the review queue and the durable label store: the ``review`` group of ``service.core.settings``."""
+"""Settings of the review queue, fits and judges: the ``review`` group of ``service.core.settings``."""
 
 from __future__ import annotations
 

@@ -1,0 +1,69 @@
+"""The records of the durable store as the service reads them: verdicts, adjudications, fits, activations."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+__all__ = ["LABELS", "Activation", "Adjudication", "FitRecord", "Label", "Verdict"]
+
+Label = Literal["VALID", "MINOR", "MAJOR"]
+LABELS: tuple[Label, ...] = ("VALID", "MINOR", "MAJOR")
+
+
+class Verdict(msgspec.Struct):
+    """One reviewer's verdict on one item; ``opinion`` is 1 for the first verdict on the item, 2 for the next..."""
+
+    id: int
+    tenant: str
+    item_id: str
+    assessment_id: str
+    candidate_id: str
+    reviewer: str
+    label: Label
+    error_category: str | None
+    note: str | None
+    lease_id: str | None
+    created_at: float
+    snapshot: dict[str, Any]
+    opinion: int = 1
+
+
+class Adjudication(msgspec.Struct):
+    """A reference-aided panel label (calibration only, never mixed with human verdicts)."""
+
+    id: str
+    tenant: str
+    created_at: float
+    status: Literal["pending", "done", "skipped", "inconclusive"]
+    label: Label | None
+    reason: str | None
+    source: str
+    candidate: str
+    reference: str
+    source_lang: str
+    candidate_model: str | None
+    item_id: str | None
+    panel: str | None
+    panel_version: str | None
+    prompt_version: str
+    prompt_hash: str
+    judges: list[dict[str, Any]]
+    votes: dict[str, int]
+    snapshot: dict[str, Any] | None = None
+
+
+class FitRecord(msgspec.Struct):
+    id: str
+    tenant: str
+    model_name: str
+    created_at: float
+    body: dict[str, Any]
+
+
+class Activation(msgspec.Struct):
+    tenant: str
+    model_name: str
+    rule: str
+    activated_at: float

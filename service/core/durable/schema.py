@@ -1,0 +1,106 @@
+"""The durable store's tables, declared once (SQLAlchemy Core): the store queries them, the migrations create them and
+a test keeps the two equal on every engine.
+
+Every table says in ``info["append_only"]`` whether its rows may ever change; for an append-only table a migration
+must also call ``append_only.refuse_changes`` (the database then refuses UPDATE, DELETE and TRUNCATE).
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from service.core.durable.records import LABELS
+
+__all__ = ["adjudications", "fits", "metadata", "model_activations", "risk_models", "verdicts"]
+
+# deterministic names for constraints the declarations leave unnamed, so a later migration can name what it drops
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    }
+)
+
+# a key that only counts up: BIGSERIAL on PostgreSQL; on SQLite the rowid alias, which must be exactly INTEGER, and
+# AUTOINCREMENT so that an id is never handed out twice
+Serial = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+# epoch seconds; an 8-byte float on both engines (PostgreSQL's REAL would be 4 bytes)
+Time: sa.Double[float] = sa.Double()
+
+verdicts = sa.Table(
+    "verdicts",
+    metadata,
+    sa.Column("id", Serial, primary_key=True, autoincrement=True),
+    sa.Column("tenant", sa.Text, nullable=False),
+    sa.Column("item_id", sa.Text, nullable=False),
+    sa.Column("assessment_id", sa.Text, nullable=False),
+    sa.Column("candidate_id", sa.Text, nullable=False),
+    sa.Column("reviewer", sa.Text, nullable=False),
+    sa.Column("label", sa.Text, nullable=False),
+    sa.Column("error_category", sa.Text),
+    sa.Column("note", sa.Text),
+    sa.Column("lease_id", sa.Text),
+    sa.Column("created_at", Time, nullable=False),
+    sa.Column("snapshot", sa.Text, nullable=False),  # JSON: the item's signals and risk when the verdict was given
+    sa.CheckConstraint(sa.column("label").in_(LABELS), name="label"),
+    sa.Index("verdicts_item", "tenant", "item_id"),
+    sqlite_autoincrement=True,
+    info={"append_only": True},
+)
+
+adjudications = sa.Table(
+    "adjudications",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("tenant", sa.Text, nullable=False),
+    sa.Column("item_id", sa.Text),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("label", sa.Text),
+    sa.Column("created_at", Time, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),  # JSON: the whole Adjudication record
+    sa.Index("adjudications_tenant", "tenant", "item_id"),
+    info={"append_only": True},
+)
+
+fits = sa.Table(
+    "fits",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("tenant", sa.Text, nullable=False),
+    sa.Column("model_name", sa.Text, nullable=False),
+    sa.Column("created_at", Time, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),  # JSON: what the fit measured and chose
+    sa.Index("fits_tenant", "tenant", "created_at"),
+    info={"append_only": True},
+)
+
+risk_models = sa.Table(
+    "risk_models",
+    metadata,
+    sa.Column("id", Serial, primary_key=True, autoincrement=True),
+    sa.Column("tenant", sa.Text, nullable=False),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("rule", sa.Text, nullable=False),
+    sa.Column("created_at", Time, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),  # the RiskModel's JSON, served byte for byte
+    # settles the race of two fits taking the same next name (DurableStore.add_model retries)
+    sa.UniqueConstraint("tenant", "name", name="risk_models_tenant_name"),
+    sqlite_autoincrement=True,
+    info={"append_only": True},
+)
+
+model_activations = sa.Table(
+    "model_activations",
+    metadata,
+    sa.Column("id", Serial, primary_key=True, autoincrement=True),
+    sa.Column("tenant", sa.Text, nullable=False),
+    sa.Column("model_name", sa.Text, nullable=False),
+    sa.Column("rule", sa.Text, nullable=False),
+    sa.Column("activated_at", Time, nullable=False),
+    # the active model is the tenant's latest activation
+    sa.Index("activations_tenant", "tenant", "id"),
+    sqlite_autoincrement=True,
+    info={"append_only": True},
+)

@@ -105,7 +105,7 @@ def cmd_db(args: argparse.Namespace) -> int:
     try:
         if args.db_command == "upgrade":
             before, after = upgrade(engine)
-            did = "already at" if before == after else f"upgraded from {before or 'an empty database'} to"
+            did = "already at" if before == after else f"upgraded from {before or 'unversioned'} to"
             print(f"durable store ({describe(url)}): {did} revision {after}")
             return 0
         with engine.connect() as con:

@@ -13,7 +13,20 @@ import pytest
 
 from service.core.corpus import FilterRules, load_bilara
 from service.core.novelty import IndexParams, NoveltyIndex, build_index
-from service.core.settings import SHARED_DIR, Settings, get_settings
+from service.core.durable import DurableStore
+from service.core.settings import SHARED_DIR, DurableSettings, Settings, get_settings
+from tests.durable_support import (
+    ADMIN_URL,
+    ENGINES,
+    ENGINES_USED,
+    TALLY,
+    PostgresServer,
+    migrated_store,
+    pg_settings,
+    sqlite_settings,
+    tally_line,
+    uses_engine,
+)
 
 # verdicts and fitted models of test runs go to a throwaway database, never the developer's var/trisk.db
 os.environ.setdefault("TRISK_DB_PATH", os.path.join(tempfile.mkdtemp(prefix="trisk-test-"), "trisk.db"))
@@ -86,3 +99,64 @@ def client(sn12_index: NoveltyIndex, test_settings: Settings) -> Iterator[object
     resources = Resources(settings=test_settings, indexes={"pli": sn12_index})
     with TestClient(app=create_app(test_settings, resources=resources, dependency_overrides=as_test_tenant())) as tc:
         yield tc
+
+
+# -- the durable store on both engines
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """The local PostgreSQL server; a test that needs it FAILS (never skips) when it does not answer."""
+    server = PostgresServer(ADMIN_URL)
+    try:
+        server.check()
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def pg(request: pytest.FixtureRequest) -> PostgresServer:
+    """The server, for a test that makes databases of its own (counted as a PostgreSQL test even when it fails)."""
+    uses_engine(request, "postgresql")
+    server: PostgresServer = request.getfixturevalue("postgres")
+    return server
+
+
+@pytest.fixture(scope="session")
+def pg_session_database(postgres: PostgresServer) -> DurableSettings:
+    """One database for this test session (tests keep apart by tenant), dropped at the end."""
+    return pg_settings(postgres.create_database())
+
+
+@pytest.fixture(params=ENGINES)
+def durable_settings(request: pytest.FixtureRequest, tmp_path: Path) -> DurableSettings:
+    """The durable store's settings on each engine in turn: a fresh SQLite file, or the session's PostgreSQL database."""
+    uses_engine(request, request.param)
+    if request.param == "sqlite":
+        return sqlite_settings(tmp_path)
+    settings: DurableSettings = request.getfixturevalue("pg_session_database")
+    return settings
+
+
+@pytest.fixture
+def durable_store(durable_settings: DurableSettings) -> Iterator[DurableStore]:
+    with migrated_store(durable_settings) as store:
+        yield store
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
+    report = yield
+    engines = item.stash.get(ENGINES_USED, set())
+    # one count per test: its call, or its setup when that failed (PostgreSQL down) or skipped
+    if engines and (report.when == "call" or (report.when == "setup" and not report.passed)):
+        for engine in engines:
+            TALLY[(engine, report.outcome)] += 1
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    line = tally_line()
+    if line:
+        terminalreporter.write_line(line)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import threading
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -30,6 +31,8 @@ MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 # a name of its own, so a database shared with another Alembic project keeps both histories apart
 VERSION_TABLE = "trisk_schema_version"
 _LOCK_KEY = "trisk durable store: schema migration"
+# Alembic's `context` and `op` are module globals: two migrations in one process must not run at once
+_in_process = threading.Lock()
 
 
 def _config(con: Connection | None = None) -> Config:
@@ -55,7 +58,7 @@ def current(con: Connection) -> str | None:
 def upgrade(engine: Engine) -> tuple[str | None, str]:
     """Migrate to the head revision; returns the revisions before and after. Idempotent and safe to run at once."""
     target = head()
-    with write_transaction(engine) as con:
+    with _in_process, write_transaction(engine) as con:
         lock(con, _LOCK_KEY)
         before = current(con)
         if before != target:

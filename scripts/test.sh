@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The test command: a local Redis if none answers, then the whole suite.
+# The test command: a local Redis and PostgreSQL if none answers, then the whole suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REDIS_URL="${TRISK_TEST_REDIS_URL:-redis://127.0.0.1:6379/15}" ./scripts/redis.sh
+# without PostgreSQL the suite still runs: its PostgreSQL tests then fail and say how to start it
+./scripts/postgres.sh || echo "postgres: not answering; the durable store's PostgreSQL tests will fail" >&2
 exec .venv/bin/python -m pytest -q "$@"

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from service.core.corpus import FilterRules, load_bilara
-from service.core.novelty import IndexParams, NoveltyIndex, build_index
 from service.core.durable import DurableStore
+from service.core.novelty import IndexParams, NoveltyIndex, build_index
 from service.core.settings import SHARED_DIR, DurableSettings, Settings, get_settings
 from tests.durable_support import (
     ADMIN_URL,
@@ -131,7 +131,7 @@ def pg_session_database(postgres: PostgresServer) -> DurableSettings:
 
 @pytest.fixture(params=ENGINES)
 def durable_settings(request: pytest.FixtureRequest, tmp_path: Path) -> DurableSettings:
-    """The durable store's settings on each engine in turn: a fresh SQLite file, or the session's PostgreSQL database."""
+    """The durable store on each engine in turn: a fresh SQLite file, or the session's PostgreSQL database."""
     uses_engine(request, request.param)
     if request.param == "sqlite":
         return sqlite_settings(tmp_path)

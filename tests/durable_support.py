@@ -51,12 +51,15 @@ class PostgresServer:
         self.made: list[str] = []
 
     def check(self) -> None:
+        problem = None
         try:
             with self.admin.connect() as con:
                 con.execute(sa.text("SELECT 1"))
         except sa.exc.OperationalError as exc:
+            problem = str(exc.orig).strip().replace("\n", " ")
+        if problem is not None:  # outside the except block: the message alone, not a chain of tracebacks
             where = f"{self.admin.url.host}:{self.admin.url.port}"
-            pytest.fail(f"PostgreSQL is not answering at {where} ({exc.orig}): {START_HINT}", pytrace=False)
+            pytest.fail(f"PostgreSQL is not answering at {where} ({problem}): {START_HINT}", pytrace=False)
 
     def create_database(self) -> sa.URL:
         name = f"trisk_test_{uuid.uuid4().hex[:12]}"

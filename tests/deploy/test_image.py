@@ -10,6 +10,7 @@ configuration, which serves PyPI's files.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import json
 import os
@@ -41,6 +42,7 @@ from tests.deploy.support import (
     parse_dockerfile,
     pod_spec,
 )
+from tests.durable_support import PostgresServer, uses_engine
 
 WHEEL_CACHE = ROOT / "var" / "cache" / "image-wheels"
 DF = parse_dockerfile()
@@ -306,15 +308,29 @@ def test_trisk_help(image: Image) -> None:
         assert command in res.stdout
 
 
-@pytest.mark.xfail(
-    strict=True, reason="`trisk db upgrade` arrives with the PostgreSQL store (issue 14, item 1); then drop this mark"
-)
-def test_the_migration_init_container_command_runs(image: Image) -> None:
+def _upgrade_command() -> list[str]:
     api = find(manifest_docs(), "Deployment", "trisk-api")
     (upgrade,) = [c for c in containers(api) if c["name"] == "db-upgrade"]
+    return list(upgrade["command"])
+
+
+def test_the_migration_init_container_command_runs(image: Image, request: pytest.FixtureRequest) -> None:
     # no TRISK_DATABASE_URL: the embedded SQLite at TRISK_DB_PATH, which the image's volume holds
-    res = image.run(upgrade["command"])
+    uses_engine(request, "sqlite")
+    res = image.run(_upgrade_command())
     assert res.returncode == 0, res.stdout + res.stderr
+    assert Path(image.env["TRISK_DB_PATH"]).is_file(), res.stdout
+    again = image.run(_upgrade_command())  # every pod start runs it again
+    assert again.returncode == 0 and "already at revision" in again.stdout, again.stdout + again.stderr
+
+
+def test_the_migration_init_container_command_runs_on_postgres(image: Image, pg: PostgresServer) -> None:
+    """As in the cluster: TRISK_DATABASE_URL from the Secret, through the psycopg the image installed."""
+    with pg.fresh_database() as url:
+        env = {**image.env, "TRISK_DATABASE_URL": url.render_as_string(hide_password=False)}
+        res = dataclasses.replace(image, env=env).run(_upgrade_command())
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "postgresql at" in res.stdout and "upgraded" in res.stdout, res.stdout
 
 
 def test_embedding_models_load_without_network(image: Image) -> None:

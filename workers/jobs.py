@@ -148,7 +148,9 @@ async def startup(ctx: dict[str, Any]) -> None:
     ctx.setdefault("store", Store(client, retention_seconds=settings.redis.retention_seconds))
     if "catalog" not in ctx:
         shipped = RiskRegistry.load(settings.risk.models_dir)
-        ctx["catalog"] = ModelCatalog(shipped, open_store(settings.durable), settings.risk.model)
+        # migrates the schema first (idempotent; workers and API pods starting together wait for each other)
+        store = await asyncio.to_thread(open_store, settings.durable)
+        ctx["catalog"] = ModelCatalog(shipped, store, settings.risk.model)
     embedders: Embedders = ctx.setdefault("embedders", Embedders(settings))
     check_embedding_models(
         ctx["catalog"].shipped,

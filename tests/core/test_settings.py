@@ -162,7 +162,7 @@ def test_get_settings_reads_the_process_environment(monkeypatch: pytest.MonkeyPa
 
 
 # names in code that are not settings of the service: the test harness's own Redis
-NOT_SETTINGS = {"TRISK_TEST_REDIS_URL"}
+NOT_SETTINGS = {"TRISK_TEST_REDIS_URL", "TRISK_TEST_POSTGRES_URL"}  # what the tests connect to
 
 
 def test_every_variable_the_code_names_is_declared() -> None:

@@ -14,7 +14,16 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
-from service.core.durable import Adjudication, DuplicateRecord, DurableStore, FitRecord, Label, Verdict
+from service.core.durable import (
+    Adjudication,
+    DuplicateRecord,
+    DurableStore,
+    FitRecord,
+    Label,
+    StoreUnavailable,
+    Verdict,
+    make_engine,
+)
 from service.core.durable.schema import metadata
 from service.core.review.adjudication_jobs import store_once
 from service.core.settings import DurableSettings
@@ -228,3 +237,17 @@ def test_postgres_refuses_truncate(
         _one_row_each(store, tenant)
         with pytest.raises(DBAPIError, match="append-only"), store.engine.begin() as con:
             con.execute(sa.text(f"TRUNCATE {table}"))
+
+
+def test_a_database_that_does_not_answer_is_a_503_without_its_password(tmp_path: Any) -> None:
+    # nothing listens on port 1: the connection is refused at once
+    url = sa.make_url("postgresql+psycopg://trisk:s3cret@127.0.0.1:1/trisk")
+    store = DurableStore(make_engine(url))
+    try:
+        for call in (lambda: store.verdicts("t"), lambda: store.activate("t", "m", "m@1")):
+            with pytest.raises(StoreUnavailable) as info:
+                call()
+            assert info.value.status_code == 503
+            assert "postgresql at 127.0.0.1:1/trisk" in str(info.value) and "s3cret" not in str(info.value)
+    finally:
+        store.engine.dispose()

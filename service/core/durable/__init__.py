@@ -7,7 +7,7 @@ from __future__ import annotations
 from service.core.durable.engine import database_url, describe, make_engine
 from service.core.durable.migrate import upgrade
 from service.core.durable.records import LABELS, Activation, Adjudication, FitRecord, Label, Verdict
-from service.core.durable.store import DuplicateRecord, DurableStore, close_stores, open_store
+from service.core.durable.store import DuplicateRecord, DurableStore, StoreUnavailable, close_stores, open_store
 
 __all__ = [
     "LABELS",
@@ -17,6 +17,7 @@ __all__ = [
     "DurableStore",
     "FitRecord",
     "Label",
+    "StoreUnavailable",
     "Verdict",
     "close_stores",
     "database_url",

@@ -13,16 +13,16 @@ from typing import Any
 import msgspec
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from service.core.durable import migrate
 from service.core.durable.engine import database_url, describe, is_duplicate_key, lock, make_engine, write_transaction
 from service.core.durable.records import Activation, Adjudication, FitRecord, Label, Verdict
 from service.core.durable.schema import adjudications, fits, model_activations, risk_models, verdicts
-from service.core.errors import Conflict
+from service.core.errors import Conflict, NotReady
 from service.core.settings import DurableSettings
 
-__all__ = ["DuplicateRecord", "DurableStore", "close_stores", "open_store"]
+__all__ = ["DuplicateRecord", "DurableStore", "StoreUnavailable", "close_stores", "open_store"]
 
 _enc = msgspec.json.Encoder()
 _adj_dec = msgspec.json.Decoder(Adjudication)
@@ -32,6 +32,11 @@ _MAX_NAME_TRIES = 100
 
 class DuplicateRecord(Conflict):
     """A record with this key is stored already (append-only: it is never replaced)."""
+
+
+class StoreUnavailable(NotReady):
+    """The database does not answer (down, failing over, or an SQLite file locked past the busy timeout): a 503 that
+    a client may retry, not a 500. Nothing was written."""
 
 
 class DurableStore:
@@ -50,8 +55,11 @@ class DurableStore:
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
-        with self.engine.connect() as con:
-            yield con
+        try:
+            with self.engine.connect() as con:
+                yield con
+        except OperationalError as exc:
+            raise self._unavailable(exc) from exc
 
     @contextmanager
     def _insert(self) -> Iterator[Connection]:
@@ -63,6 +71,12 @@ class DurableStore:
             if is_duplicate_key(exc):
                 raise DuplicateRecord(str(exc.orig)) from exc
             raise
+        except OperationalError as exc:
+            raise self._unavailable(exc) from exc
+
+    def _unavailable(self, exc: OperationalError) -> StoreUnavailable:
+        first_line = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else type(exc.orig).__name__
+        return StoreUnavailable(f"the durable store ({describe(self.engine.url)}) is unavailable: {first_line}")
 
     # -- verdicts
     def add_verdict(

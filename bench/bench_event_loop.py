@@ -23,7 +23,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
 from service.core.palibench import load_palibench  # noqa: E402
-
 from service.core.settings import get_settings  # noqa: E402
 from service.evaluation import Stack, wait_ready  # noqa: E402
 

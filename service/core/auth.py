@@ -143,12 +143,7 @@ def authenticate(token: str | None, find: object, *, now: float | None = None) -
         key = find(key_id)  # type: ignore[operator]
     ok = hmac.compare_digest(_digest(secret), key.secret_sha256 if key is not None else _DUMMY)
     at = time.time() if now is None else now
-    if (
-        key is None
-        or not ok
-        or key.revoked_at is not None
-        or (key.expires_at is not None and key.expires_at <= at)
-    ):
+    if key is None or not ok or key.revoked_at is not None or (key.expires_at is not None and key.expires_at <= at):
         raise Unauthorized("the API key is not valid (unknown, revoked or expired)")
     scopes: set[Scope] = set()
     for s in key.scopes:

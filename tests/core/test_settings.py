@@ -162,7 +162,17 @@ def test_get_settings_reads_the_process_environment(monkeypatch: pytest.MonkeyPa
 
 
 # names in code that are not settings of the service: the test harness's own Redis
-NOT_SETTINGS = {"TRISK_TEST_REDIS_URL", "TRISK_TEST_POSTGRES_URL"}  # what the tests connect to
+# what the tests connect to, and the knobs of the local model server script (a test tool, not the service)
+NOT_SETTINGS = {
+    "TRISK_TEST_REDIS_URL",
+    "TRISK_TEST_POSTGRES_URL",
+    "TRISK_LOCAL_LLM_BUILD",
+    "TRISK_LOCAL_LLM_CTX",
+    "TRISK_LOCAL_LLM_DIR",
+    "TRISK_LOCAL_LLM_PORT",
+    "TRISK_LOCAL_LLM_PYTHON",
+    "TRISK_LOCAL_LLM_THREADS",
+}
 
 
 def test_every_variable_the_code_names_is_declared() -> None:

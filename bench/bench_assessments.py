@@ -32,10 +32,10 @@ def _items(bench, n: int) -> list[dict]:
     ]
 
 
-async def _latency(url: str, items: list[dict], rate: float, seconds: float) -> np.ndarray:
+async def _latency(url: str, key: str, items: list[dict], rate: float, seconds: float) -> np.ndarray:
     """Fire POSTs on a fixed schedule (open loop: a slow answer does not slow the sender)."""
     lat: list[float] = []
-    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=url, timeout=30, headers={"Authorization": f"Bearer {key}"}) as client:
 
         async def one(i: int) -> None:
             t0 = time.perf_counter()
@@ -66,7 +66,7 @@ def main() -> None:
     n_cands = sum(len(i["candidates"]) for i in items)
     stack = Stack(None, args.workers)
     try:
-        with httpx.Client(base_url=stack.url, timeout=120) as client:
+        with httpx.Client(base_url=stack.url, timeout=120, headers={"Authorization": f"Bearer {stack.key}"}) as client:
             wait_ready(client)
             # throughput: one batch, from submission until every assessment is done
             body = "\n".join(json.dumps(i, ensure_ascii=False) for i in items).encode()
@@ -79,7 +79,7 @@ def main() -> None:
                 prog = client.get(f"/v1/batches/{bid}").json()
                 if lat is None and prog["counts"]["done"] > 0:
                     # latency while the workers are busy with the batch
-                    lat = asyncio.run(_latency(stack.url, items, args.rate, args.seconds))
+                    lat = asyncio.run(_latency(stack.url, stack.key, items, args.rate, args.seconds))
                 if prog["status"] == "done":
                     break
                 time.sleep(0.5)

@@ -73,14 +73,15 @@ def main() -> int:
     body = batch_body(args.items, get_settings().limits.max_body_bytes)
     stack = Stack(None, workers=0)
     try:
-        with httpx.Client(base_url=stack.url, timeout=600) as client:
+        auth = {"Authorization": f"Bearer {stack.key}"}
+        with httpx.Client(base_url=stack.url, timeout=600, headers=auth) as client:
             wait_ready(client)
             probe(client, 20)  # warm up
             alone = probe(client, args.probes)
             accepted: dict[str, float] = {}
 
             def upload() -> None:
-                with httpx.Client(base_url=stack.url, timeout=600) as up:
+                with httpx.Client(base_url=stack.url, timeout=600, headers=client.headers) as up:
                     t0 = time.perf_counter()
                     r = up.post("/v1/batches", content=body, headers={"content-type": "application/json"})
                     accepted["seconds"] = time.perf_counter() - t0

@@ -11,8 +11,12 @@ if [ ! -f "$index" ]; then
   .venv/bin/python -m service.cli build-index --out "$index"
 fi
 export TRISK_INDEX_PATH="$index"
+# a local admin key on first start (kept in var/admin-key, mode 600; a revoked or unknown one is replaced)
+.venv/bin/python -m service.cli keys local-admin --file var/admin-key
+export TRISK_LOG_FORMAT="${TRISK_LOG_FORMAT:-text}"
 .venv/bin/arq workers.settings.WorkerSettings &
 worker=$!
 trap 'kill $worker 2>/dev/null || true' EXIT INT TERM
 exec_port="${PORT:-8000}"
+echo "trisk: http://${HOST:-127.0.0.1}:$exec_port  (API key: KEY=\$(cat var/admin-key))"
 .venv/bin/python -m service.cli serve --host "${HOST:-127.0.0.1}" --port "$exec_port"

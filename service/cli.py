@@ -117,15 +117,62 @@ def cmd_db(args: argparse.Namespace) -> int:
         engine.dispose()
 
 
+def cmd_keys(args: argparse.Namespace) -> int:
+    """API keys in the durable store: the operator's side of /v1/keys (any tenant, no key needed)."""
+    import datetime as dt
+    import time
+
+    from service.core.durable import open_store
+    from service.core.durable.access import AccessStore, ensure_key_file, issue_key
+
+    store = open_store(get_settings().durable)
+    access = AccessStore(store)
+    if args.keys_command == "create":
+        expires = None if args.expires_days is None else time.time() + args.expires_days * 86400
+        token, record = issue_key(store, args.tenant, args.name, args.scopes.split(","), expires_at=expires)
+        print(f"created key {record.key_id} for tenant {record.tenant} ({','.join(record.scopes)}); shown once:")
+        print(token)
+        return 0
+    if args.keys_command == "local-admin":
+        token, created = ensure_key_file(
+            store, Path(args.file), tenant=args.tenant, name="local admin (make up)", scopes=["admin"]
+        )
+        print(token if args.print_key else f"{'created' if created else 'kept'} the local admin key in {args.file}")
+        return 0
+    if args.keys_command == "revoke":
+        key = access.revoke_key(args.key_id)
+        print(f"revoked key {key.key_id} of tenant {key.tenant}")
+        return 0
+
+    def when(t: float | None) -> str:
+        return "-" if t is None else dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M")
+
+    print(f"{'key id':14s} {'tenant':20s} {'scopes':24s} {'created':17s} {'last used':17s} {'state':8s} name")
+    for k in access.keys(args.tenant):
+        state = "revoked" if k.revoked_at else ("expired" if k.expires_at and k.expires_at < time.time() else "active")
+        print(
+            f"{k.key_id:14s} {k.tenant:20s} {','.join(k.scopes):24s} {when(k.created_at):17s} "
+            f"{when(k.last_used_at):17s} {state:8s} {k.name}"
+        )
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from service.core.telemetry import configure_logging
 
     configure_logging(get_settings().api.log_format)
-    # log_config=None: uvicorn's own lines (the access log) go through the same structured handler
+    # log_config=None: uvicorn's own lines go through the same structured handler; the app writes the access log
+    # itself (trisk.access: route template, status, latency, request id, tenant), so uvicorn's is off
     uvicorn.run(
-        "service.app:create_app", factory=True, host=args.host, port=args.port, log_level="info", log_config=None
+        "service.app:create_app",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        log_level="info",
+        log_config=None,
+        access_log=False,
     )
     return 0
 
@@ -138,7 +185,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(report(bench, json.loads(Path(args.from_json).read_text(encoding="utf-8"))))
         return 0
     checks = args.checks.split(",") if args.checks else None
-    print(run(args.bench, args.bilara_root, args.url, args.redis_url, args.workers, args.limit, checks, args.json))
+    print(
+        run(
+            args.bench,
+            args.bilara_root,
+            args.url,
+            args.redis_url,
+            args.workers,
+            args.limit,
+            checks,
+            args.json,
+            args.key,
+        )
+    )
     return 0
 
 
@@ -175,6 +234,7 @@ def _main(argv: list[str] | None) -> int:
     p.add_argument("--bench", default=str(shared / "palibench-dev"))
     p.add_argument("--bilara-root", default=str(Path(get_settings().index.corpus_dir) / "root" / "pli" / "ms"))
     p.add_argument("--url", help="a running API with workers (default: start both here)")
+    p.add_argument("--key", help="with --url: an API key of that service (submit and read scopes)")
     p.add_argument("--redis-url", default=None, help="Redis for the started stack (default: a private redis-server)")
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--limit", type=int, help="first N passages only")
@@ -193,6 +253,23 @@ def _main(argv: list[str] | None) -> int:
     rev = db.add_parser("revision", help="write the next migration from the difference of schema.py and the latest")
     rev.add_argument("-m", "--message", required=True)
     p.set_defaults(func=cmd_db)
+
+    p = sub.add_parser("keys", help="API keys: create, list, revoke (the operator's side; no key needed)")
+    keys = p.add_subparsers(dest="keys_command", required=True)
+    k = keys.add_parser("create", help="create a key (printed once)")
+    k.add_argument("--tenant", required=True)
+    k.add_argument("--name", required=True)
+    k.add_argument("--scopes", required=True, help="comma-separated: read, submit, review, admin")
+    k.add_argument("--expires-days", type=float)
+    k = keys.add_parser("list", help="keys, never their secrets")
+    k.add_argument("--tenant", help="only this tenant's")
+    k = keys.add_parser("revoke", help="revoke a key by its id")
+    k.add_argument("key_id")
+    k = keys.add_parser("local-admin", help="make sure FILE holds a valid admin key (make up uses it)")
+    k.add_argument("--file", default="var/admin-key")
+    k.add_argument("--tenant", default="local")
+    k.add_argument("--print-key", action="store_true", help="print the key itself")
+    p.set_defaults(func=cmd_keys)
 
     p = sub.add_parser("serve", help="run the API with uvicorn")
     p.add_argument("--host", default="127.0.0.1")

@@ -65,6 +65,14 @@ class Stack:
     port, so measurements start from an empty embedding cache and touch nobody's data."""
 
     def __init__(self, redis_url: str | None, workers: int, env: dict[str, str] | None = None) -> None:
+        from service.core.durable import open_store
+        from service.core.durable.access import issue_key
+        from service.core.settings import get_settings
+
+        # a key of the stack's own tenant, in the durable store its API will read (the one these settings name)
+        self.key, _ = issue_key(
+            open_store(get_settings().durable), "evaluation", "trisk evaluate / bench stack", ["submit", "read"]
+        )
         self.procs: list[subprocess.Popen[bytes]] = []
         self.redis_proc: subprocess.Popen[bytes] | None = None
         if redis_url is None:
@@ -78,7 +86,15 @@ class Stack:
             time.sleep(0.3)
         self.redis_url = redis_url
         self.port = free_port()
-        full_env = {**os.environ, "REDIS_URL": redis_url, "TRISK_QUEUE_NAME": f"trisk:eval:{self.port}", **(env or {})}
+        # a private stack measures throughput: rate limits off unless the caller sets them
+        full_env = {
+            **os.environ,
+            "REDIS_URL": redis_url,
+            "TRISK_QUEUE_NAME": f"trisk:eval:{self.port}",
+            "TRISK_RATE_PER_KEY": "0",
+            "TRISK_RATE_PER_TENANT": "0",
+            **(env or {}),
+        }
         log = subprocess.DEVNULL
         self.procs.append(
             subprocess.Popen(
@@ -124,7 +140,7 @@ def wait_ready(client: Any, seconds: float = 300) -> None:
     raise TimeoutError("the API did not become ready")
 
 
-def evaluate(bench: Benchmark, url: str, checks: list[str] | None, poll: float = 2.0) -> list[dict[str, Any]]:
+def evaluate(bench: Benchmark, url: str, checks: list[str] | None, key: str, poll: float = 2.0) -> list[dict[str, Any]]:
     """Submit every passage as one batch (NDJSON), wait for the workers, return the results."""
     import httpx
 
@@ -137,7 +153,7 @@ def evaluate(bench: Benchmark, url: str, checks: list[str] | None, poll: float =
         if checks:
             item["checks"] = checks
         lines.append(json.dumps(item, ensure_ascii=False))
-    with httpx.Client(base_url=url, timeout=120) as client:
+    with httpx.Client(base_url=url, timeout=120, headers={"Authorization": f"Bearer {key}"}) as client:
         wait_ready(client)
         # batches of 100 passages stay well under the request body limit
         bids = []
@@ -238,6 +254,7 @@ def run(
     limit: int | None,
     checks: list[str] | None,
     out_json: str | None,
+    key: str | None = None,
 ) -> str:
     bench = load_benchmark(folder, bilara_root, limit)
     stack = None
@@ -245,10 +262,12 @@ def run(
         # SIGTERM (a CI timeout, kill) must run the finally below too, or the private redis and workers outlive us
         signal.signal(signal.SIGTERM, _raise_exit)
         stack = Stack(redis_url, workers)
-        url = stack.url
+        url, key = stack.url, stack.key
+    if key is None:
+        raise SystemExit("trisk evaluate --url needs --key (an API key with the submit scope)")
     try:
         t0 = time.time()
-        results = evaluate(bench, url, checks)
+        results = evaluate(bench, url, checks, key)
         elapsed = time.time() - t0
     finally:
         if stack is not None:

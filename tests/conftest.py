@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,12 +63,20 @@ def sn12_index(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> No
 
 @pytest.fixture(scope="session")
 def test_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
-    """Settings for tests: Redis db 15, a queue of this session's own, callbacks retried quickly."""
+    """Settings for tests: Redis db 15, a queue of this session's own, callbacks retried quickly and allowed to reach
+    this machine over http (the test receivers), no rate limits (a test of them sets its own)."""
     base = get_settings()
     settings = replace(
         base,
         redis=replace(base.redis, url=TEST_REDIS_URL, queue_name=f"trisk:test:{uuid.uuid4().hex[:8]}:queue"),
-        jobs=replace(base.jobs, callback_max_tries=2, callback_backoff_seconds=0.05),
+        jobs=replace(
+            base.jobs,
+            callback_max_tries=2,
+            callback_backoff_seconds=0.05,
+            callback_allow_http=True,
+            callback_allow_networks="127.0.0.0/8",
+        ),
+        api=replace(base.api, rate_per_key=0, rate_per_tenant=0),
     )
     yield settings
     # jobs left on this session's queue (e.g. from fuzzing) would never run: drop them with the queue
@@ -82,23 +91,32 @@ def test_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings
         r.delete(key)
 
 
-def as_test_tenant() -> dict[str, object]:
-    """Dependency overrides under which every request runs as the test tenant."""
-    from litestar.di import Provide
+def issue_test_key(settings: Settings, tenant: str = TEST_TENANT, scopes: tuple[str, ...] = ("admin",)) -> str:
+    """A real API key in the durable store the app of these settings reads (the tests' throwaway database)."""
+    from service.core.durable import open_store
+    from service.core.durable.access import issue_key
 
-    return {"tenant": Provide(lambda: TEST_TENANT, sync_to_thread=False)}
+    token, _ = issue_key(open_store(settings.durable), tenant, "test", list(scopes))
+    return token
+
+
+def keyed(test_client: Any, token: str) -> Any:
+    """Every request of this test client carries the key (the key decides the tenant)."""
+    test_client.headers["Authorization"] = f"Bearer {token}"
+    return test_client
 
 
 @pytest.fixture()
-def client(sn12_index: NoveltyIndex, test_settings: Settings) -> Iterator[object]:
+def client(sn12_index: NoveltyIndex, test_settings: Settings) -> Iterator[Any]:
+    """The API as the test tenant, with an admin key."""
     from litestar.testing import TestClient
 
     from service.app import create_app
     from service.app.resources import Resources
 
     resources = Resources(settings=test_settings, indexes={"pli": sn12_index})
-    with TestClient(app=create_app(test_settings, resources=resources, dependency_overrides=as_test_tenant())) as tc:
-        yield tc
+    with TestClient(app=create_app(test_settings, resources=resources)) as tc:
+        yield keyed(tc, issue_test_key(test_settings))
 
 
 # -- the durable store on both engines

@@ -29,9 +29,12 @@ from arq import Retry
 from redis.asyncio import Redis
 
 from service.core.budget import SeenScores
+from service.core.callbacks import CallbackRefused, post_callback
+from service.core.durable.access import AccessStore
 from service.core.errors import NotFound, TriskError, UpstreamError
 from service.core.novelty_report import NoveltyPending, source_novelty
 from service.core.pipeline import cheap_tier, check_embedding_models, final_part, final_risks
+from service.core.ratelimit import charged_to
 from service.core.records import (
     LLM_CHECKS,
     CandidateOutcome,
@@ -55,6 +58,7 @@ __all__ = [
     "assess_llm",
     "deliver_callback",
     "finalize",
+    "llm_for",
     "retry_delay",
     "shutdown",
     "startup",
@@ -188,6 +192,11 @@ def _length_model(ctx: dict[str, Any], src: str, tgt: str) -> Any:
     return cache[(src, tgt)]
 
 
+def llm_for(ctx: dict[str, Any], tenant: str) -> Any:
+    """The worker's LLM client charged to ``tenant``'s daily budget (None without a provider)."""
+    return charged_to(ctx.get("llm"), ctx["redis_client"], tenant, ctx["settings"].llm)
+
+
 # --------------------------------------------------------------------------------------------------- failures
 
 
@@ -253,6 +262,7 @@ def _observed(job: str) -> Any:
             with log_context(tenant=tenant, assessment_id=aid), timed_job(job) as timing:
                 outcome: str = await fn(ctx, tenant, aid)
                 timing["outcome"] = outcome.split(";")[0].split(" ")[0]
+                logger.info("%s try %s: %s", job, ctx.get("job_try", 1), outcome)
                 return outcome
 
         return run
@@ -370,7 +380,7 @@ async def assess_llm(ctx: dict[str, Any], tenant: str, aid: str) -> str:
                 for c in req.candidates
             ]
             result = await run_cascade(
-                ctx["llm"],
+                llm_for(ctx, tenant),
                 items,
                 ctx["llm_panel"],
                 ctx["settings"].llm,
@@ -486,11 +496,18 @@ async def deliver_callback(ctx: dict[str, Any], tenant: str, aid: str) -> str:
     cb.attempts += 1
     body = msgspec.json.encode(render_assessment(state))
     try:
-        resp = await ctx["http"].post(
-            cb.url, content=body, headers={"User-Agent": "trisk-callback", "Content-Type": "application/json"}
+        secret = await asyncio.to_thread(AccessStore(ctx["catalog"].db).callback_secret, tenant)
+        resp = await post_callback(
+            ctx["http"], cb.url, body, secret=secret, policy=ctx["settings"].jobs.callback_policy
         )
         if resp.status_code >= 300:
             raise httpx.HTTPStatusError(f"callback answered {resp.status_code}", request=resp.request, response=resp)
+    except CallbackRefused as exc:
+        # the name resolves to an address the policy refuses: trying again would not change that
+        CHECK_FAILURES.labels("callback").inc()
+        cb.last_error, cb.status = f"refused: {exc.detail}", "failed"
+        await store.put_callback(tenant, aid, cb)
+        return "refused"
     except httpx.HTTPError as exc:
         CHECK_FAILURES.labels("callback").inc()
         cb.last_error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

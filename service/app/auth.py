@@ -1,5 +1,5 @@
-"""Who is calling and may they: the API-key middleware (401), per-route scopes (403, declared once with ``access``
-so the guard and the OpenAPI document cannot disagree), and the rate limits (429) with their headers.
+"""Who is calling and may they: the API key (401), per-route scopes (403, declared once with ``access`` so the guard
+and the OpenAPI document cannot disagree), and the rate limits (429) with their headers.
 
 Every route needs a key except ``/health/*`` and the OpenAPI documents (``/schema``). The key decides the tenant:
 handlers get it as the ``tenant`` dependency and never from the request body.
@@ -14,16 +14,17 @@ from typing import Any
 
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
-from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
+from service.app.problems import problem_responses
 from service.core.auth import ApiKey, Principal, authenticate
 from service.core.auth import Scope as KeyScope
-from service.core.errors import NotReady, TooManyRequests, Unauthorized
+from service.core.errors import MalformedRequest, NotReady, TooManyRequests, Unauthorized
 from service.core.ratelimit import RateLimiter
-from service.core.telemetry import RATE_LIMITED, log_context
+from service.core.telemetry import RATE_LIMITED, TENANT
 
-__all__ = ["SECURITY_SCHEMES", "AuthMiddleware", "KeyCache", "access", "principal_of"]
+__all__ = ["RATELIMIT_HEADERS", "SECURITY_SCHEMES", "KeyCache", "access", "authenticate_request", "principal_of"]
 
+RATELIMIT_HEADERS = "trisk_ratelimit_headers"  # where the guard leaves the headers in the request's scope state
 SECURITY_SCHEMES = ("bearerAuth", "apiKeyHeader")
 
 
@@ -70,54 +71,34 @@ def _token(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
     return connection.headers.get("x-api-key")
 
 
-class AuthMiddleware:
-    """Resolves the caller's key (401 when missing or invalid), then spends one request of its rate limits; the
-    rate-limit headers go on the answer, whatever it is."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path", "")
-        if scope["type"] != "http" or path.startswith("/health/") or path.startswith("/schema"):
-            await self.app(scope, receive, send)
-            return
-        connection: ASGIConnection[Any, Any, Any, Any] = ASGIConnection(scope)
-        principal, headers = await self.authenticate(connection)
-        scope["user"] = principal
-        scope["auth"] = principal
-
-        async def send_with_limits(message: Message) -> None:
-            if message["type"] == "http.response.start" and headers:
-                message = {**message, "headers": [*message.get("headers", []), *_encode(headers)]}
-            await send(message)
-
-        with log_context(tenant=principal.tenant):
-            await self.app(scope, receive, send_with_limits)
-
-    async def authenticate(self, connection: ASGIConnection[Any, Any, Any, Any]) -> tuple[Principal, dict[str, str]]:
-        resources = connection.app.state.resources
-        keys: KeyCache | None = getattr(resources, "keys", None)
-        if keys is None:
-            raise NotReady("the key store is not open")
-        principal = await asyncio.to_thread(authenticate, _token(connection), keys.find)
-        await asyncio.to_thread(keys.touch, principal.key_id)
-        limiter: RateLimiter | None = getattr(resources, "rate_limiter", None)
-        if limiter is None or not limiter.enabled:
-            return principal, {}
+async def authenticate_request(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
+    """The caller's key (401 when missing or invalid), then one request of its rate limits (429); the rate-limit
+    headers wait in the scope for ``RequestContextMiddleware`` to put on the answer, whatever it is. Runs as the
+    route's guard, inside the route's exception handling, so a refusal is an ordinary problem+json response."""
+    user = connection.scope.get("user")
+    if isinstance(user, Principal):
+        return user
+    resources = connection.app.state.resources
+    keys: KeyCache | None = getattr(resources, "keys", None)
+    if keys is None:
+        raise NotReady("the key store is not open")
+    principal = await asyncio.to_thread(authenticate, _token(connection), keys.find)
+    connection.scope["user"] = principal
+    connection.scope["auth"] = principal
+    TENANT.set(principal.tenant)  # this request's task only: every log line of the request names the tenant
+    await asyncio.to_thread(keys.touch, principal.key_id)
+    limiter: RateLimiter | None = getattr(resources, "rate_limiter", None)
+    if limiter is not None and limiter.enabled:
         decision = await limiter.check(principal.key_id, principal.tenant)
+        connection.scope.setdefault("state", {})[RATELIMIT_HEADERS] = decision.headers
         if not decision.allowed:
             RATE_LIMITED.labels(decision.limited_by).inc()
             raise TooManyRequests(
                 f"rate limit of this {decision.limited_by} reached; retry in {decision.retry_after} s",
                 retry_after=decision.retry_after,
-                extra={"limit": decision.limited_by, "ratelimit": decision.headers},
+                extra={"limit": decision.limited_by},
             )
-        return principal, decision.headers
-
-
-def _encode(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
-    return [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+    return principal
 
 
 def principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
@@ -127,9 +108,18 @@ def principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
     return user
 
 
+def _single_query_values(connection: ASGIConnection[Any, Any, Any, Any]) -> None:
+    """No route takes a list in its query: a parameter given twice is malformed, not silently one of its values."""
+    for name in connection.query_params:
+        values = connection.query_params.getall(name)
+        if len(values) > 1:
+            raise MalformedRequest(f"query parameter {name!r} is given {len(values)} times; give it once")
+
+
 def _guard(scope: KeyScope) -> Any:
-    def guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-        principal_of(connection).require(scope)
+    async def guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+        (await authenticate_request(connection)).require(scope)
+        _single_query_values(connection)
 
     guard.__name__ = f"requires_{scope}"
     return guard
@@ -142,4 +132,5 @@ def access(scope: KeyScope) -> dict[str, Any]:
         "guards": [_guard(scope)],
         "security": [{name: [scope]} for name in SECURITY_SCHEMES],
         "opt": {"scope": scope},
+        "responses": problem_responses(),
     }

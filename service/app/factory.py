@@ -6,7 +6,8 @@ from litestar import Litestar
 from litestar.config.cors import CORSConfig
 from litestar.di import Provide
 
-from service.app.middleware import RequestContextMiddleware
+from service.app.middleware import RequestContextMiddleware, add_response_headers
+from service.app.openapi import StrictStructSchemaPlugin
 from service.app.plugin import TriskPlugin
 from service.app.resources import Resources
 from service.core.settings import Settings, get_settings
@@ -25,8 +26,10 @@ def create_app(
     origins = [o.strip() for o in settings.api.cors_allow_origins.split(",") if o.strip()]
     # the body limit must be given here: Litestar reads it from the constructor argument, not the plugin's config
     return Litestar(
-        plugins=[TriskPlugin(settings, resources, dependency_overrides)],
+        plugins=[TriskPlugin(settings, resources, dependency_overrides), StrictStructSchemaPlugin()],
+        # ids, metrics and headers on every answer; the key and its scope are each route's guard (service.app.auth)
         middleware=[RequestContextMiddleware],
+        before_send=[add_response_headers],
         # CORS is off unless origins are listed: a browser page elsewhere must not drive a reviewer's key
         cors_config=CORSConfig(
             allow_origins=origins,

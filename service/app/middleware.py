@@ -1,34 +1,83 @@
-"""The outermost layer of every request: a request id (logs and the ``X-Request-ID`` header), latency and status
-metrics per route template, and the security headers every response carries."""
+"""Every request's context: a request id (logs and the ``X-Request-ID`` header), latency and status metrics per
+route template, the access log, and the headers every response carries (security headers, the request id, and the
+rate-limit headers the route's guard left in the scope).
+
+The headers are added by a ``before_send`` hook, which Litestar runs for every answer (a 404 of an unknown path
+too); the rest is a middleware around each route."""
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 import uuid
 from typing import Any
 
+from litestar.datastructures import MutableScopeHeaders
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
+from service.app.auth import RATELIMIT_HEADERS
 from service.core.telemetry import HTTP_DURATION, HTTP_REQUESTS, log_context
 
-__all__ = ["SECURITY_HEADERS", "RequestContextMiddleware"]
+__all__ = ["SECURITY_HEADERS", "RequestContextMiddleware", "add_response_headers"]
 
+access_log = logging.getLogger("trisk.access")
 # an API that serves JSON to programs: no sniffing, no framing, no referrers, no caching of tenant data
-SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
-    (b"x-content-type-options", b"nosniff"),
-    (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"no-referrer"),
-    (b"cross-origin-resource-policy", b"same-origin"),
-    (b"cache-control", b"no-store"),
+SECURITY_HEADERS: tuple[tuple[str, str], ...] = (
+    ("x-content-type-options", "nosniff"),
+    ("x-frame-options", "DENY"),
+    ("referrer-policy", "no-referrer"),
+    ("cross-origin-resource-policy", "same-origin"),
+    ("cache-control", "no-store"),
 )
-# the interactive docs page loads its scripts from the page itself; everything else may load nothing
-_API_CSP = (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'")
+# the interactive docs page loads its own scripts and styles; everything else may load nothing
+_API_CSP = "default-src 'none'; frame-ancestors 'none'"
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+_STATE_ID = "trisk_request_id"
+
+
+def _request_id(scope: Any) -> str:
+    """The request's id: the caller's X-Request-ID when it is well-formed, else a new one (once per request)."""
+    state = scope.setdefault("state", {})
+    rid = state.get(_STATE_ID)
+    if rid is None:
+        given = dict(scope.get("headers", [])).get(b"x-request-id", b"").decode("latin-1")
+        rid = state[_STATE_ID] = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+    return str(rid)
+
+
+async def add_response_headers(message: Message, scope: Scope) -> None:
+    """The ``before_send`` hook: security headers, the request id and the rate-limit headers on every answer."""
+    if message["type"] != "http.response.start":
+        return
+    headers = MutableScopeHeaders.from_message(message)
+    for name, value in SECURITY_HEADERS:
+        if name not in headers:
+            headers[name] = value
+    if not scope.get("path", "").startswith("/schema") and "content-security-policy" not in headers:
+        headers["content-security-policy"] = _API_CSP
+    headers["x-request-id"] = _request_id(scope)
+    for name, value in scope.get("state", {}).get(RATELIMIT_HEADERS, {}).items():
+        headers[name] = value
+    if scope.get("method") == "OPTIONS" and "allow" in headers:
+        headers["allow"] = _allowed_methods(scope) or headers["allow"]
+
+
+def _allowed_methods(scope: Any) -> str | None:
+    """Every method of the requested path. Litestar 2.25's automatic OPTIONS handler lists only the methods of the
+    first handler registered for a path (it keeps a stale route): read them from the app's method map instead."""
+    handler = scope.get("route_handler")
+    app = scope.get("app")
+    if handler is None or app is None:
+        return None
+    methods: set[str] = set()
+    for path in getattr(handler, "paths", ()):
+        methods |= set(app.route_handler_method_map.get(path, {}))
+    return ", ".join(sorted(methods)) if methods else None
 
 
 class RequestContextMiddleware:
-    """Pure ASGI middleware (so it also wraps error responses and streams)."""
+    """Pure ASGI middleware around each route: log context, metrics and the access log."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -37,36 +86,31 @@ class RequestContextMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        given = dict(scope["headers"]).get(b"x-request-id", b"").decode("latin-1")
-        request_id = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
         started = time.perf_counter()
         status = {"code": 500}
-        docs = scope["path"].startswith("/schema")
 
-        async def send_with_headers(message: Message) -> None:
+        async def record_status(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
-                headers = list(message.get("headers", []))
-                present = {k.lower() for k, _ in headers}
-                extra = [*SECURITY_HEADERS, (b"x-request-id", request_id.encode())]
-                if not docs:
-                    extra.append(_API_CSP)
-                headers += [(k, v) for k, v in extra if k not in present]
-                message = {**message, "headers": headers}
             await send(message)
 
-        with log_context(request_id=request_id):
+        with log_context(request_id=_request_id(scope)):
             try:
-                await self.app(scope, receive, send_with_headers)
+                await self.app(scope, receive, record_status)
             finally:
                 route = _route(scope)
                 method = str(scope.get("method", "GET"))
+                seconds = time.perf_counter() - started
                 HTTP_REQUESTS.labels(method, route, str(status["code"])).inc()
-                HTTP_DURATION.labels(method, route).observe(time.perf_counter() - started)
+                HTTP_DURATION.labels(method, route).observe(seconds)
+                # the route template, never the path (ids) or the query (texts), never a header
+                user = scope.get("user")
+                with log_context(tenant=getattr(user, "tenant", None)):
+                    access_log.info("%s %s %s %.1f ms", method, route, status["code"], seconds * 1000)
 
 
 def _route(scope: Any) -> str:
-    """The route template (``/v1/assessments/{assessment_id:str}``), never the raw path: ids would explode the
-    metric's label set. Unmatched paths share one label."""
+    """The route template (``/v1/assessments/{assessment_id}``), never the raw path: ids would explode the metric's
+    label set."""
     template = scope.get("path_template")
     return str(template) if template else "unmatched"

@@ -12,23 +12,28 @@ from litestar import Litestar
 from litestar.config.app import AppConfig
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
+from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins import InitPluginProtocol
 from redis.asyncio import Redis
 from threadpoolctl import threadpool_limits
 
 from service import __version__
 from service.app.assessments.controllers import AssessmentController
+from service.app.auth import KeyCache
 from service.app.batches.controllers import BatchController
 from service.app.calibration.controllers import CalibrationController
 from service.app.deps import dependencies
 from service.app.health.controllers import HealthController
+from service.app.keys.controllers import CallbackSecretController, KeyController
 from service.app.metrics.controllers import MetricsController, refresh_queue_depth
 from service.app.novelty.controllers import NoveltyController
 from service.app.problems import exception_handlers
 from service.app.resources import Resources, open_queue
 from service.app.review.controllers import AdjudicationController, ReviewController
 from service.core.durable import open_store
+from service.core.durable.access import AccessStore
 from service.core.novelty import load_indexes
+from service.core.ratelimit import RateLimiter
 from service.core.risk import RiskRegistry
 from service.core.risk_catalog import ModelCatalog
 from service.core.settings import Settings
@@ -69,6 +74,8 @@ class TriskPlugin(InitPluginProtocol):
                 ReviewController,
                 AdjudicationController,
                 CalibrationController,
+                KeyController,
+                CallbackSecretController,
             ]
         )
         if not self.settings.api.metrics_port:
@@ -85,6 +92,21 @@ class TriskPlugin(InitPluginProtocol):
             ),
             path="/schema",
             use_handler_docstrings=False,
+            components=Components(
+                security_schemes={
+                    "bearerAuth": SecurityScheme(
+                        type="http",
+                        scheme="bearer",
+                        description="an API key: Authorization: Bearer trisk_<id>_<secret> (trisk keys create)",
+                    ),
+                    "apiKeyHeader": SecurityScheme(
+                        type="apiKey",
+                        name="X-API-Key",
+                        security_scheme_in="header",
+                        description="the same API key in a header of its own",
+                    ),
+                }
+            ),
         )
         return app_config
 
@@ -109,6 +131,15 @@ class TriskPlugin(InitPluginProtocol):
         if resources.catalog is None:
             shipped = RiskRegistry.load(self.settings.risk.models_dir)
             resources.catalog = ModelCatalog(shipped, resources.db, self.settings.risk.model)
+        if resources.access is None:
+            resources.access = AccessStore(resources.db)
+        if resources.keys is None:
+            resources.keys = KeyCache(resources.access)
+        if resources.rate_limiter is None and resources.redis is not None:
+            api = self.settings.api
+            resources.rate_limiter = RateLimiter(
+                resources.redis, per_key=api.rate_per_key, per_tenant=api.rate_per_tenant
+            )
         app.state.resources = resources
         refresher = None
         if self.settings.api.metrics_port:

@@ -3,28 +3,75 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
+import msgspec
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
+from litestar.openapi import ResponseSpec
 from litestar.status_codes import HTTP_400_BAD_REQUEST, HTTP_500_INTERNAL_SERVER_ERROR
 
 from service.core.errors import TooManyRequests, TriskError, UpstreamRateLimited
 
-__all__ = ["PROBLEM_JSON", "exception_handlers", "problem"]
+__all__ = ["PROBLEM_JSON", "PROBLEM_STATUSES", "Problem", "exception_handlers", "problem", "problem_responses"]
 
 PROBLEM_JSON = "application/problem+json"
 logger = logging.getLogger("trisk.problems")
 
 
+class Problem(msgspec.Struct):
+    """An error (RFC 9457 problem details); many carry further members naming what was wrong (``field``,
+    ``limit``, ``required_scope``, ``retry_after``, ...)."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    instance: str | None = None
+
+
+# what each status means in this API: every route documents the ones it can answer
+PROBLEM_STATUSES: dict[int, str] = {
+    400: "the request is malformed: not JSON, wrong types, unknown or missing fields",
+    401: "no API key, or one that is unknown, revoked or expired",
+    403: "the API key lacks the scope this route needs",
+    404: "no such object for this tenant (another tenant's id answers the same)",
+    409: "a conflict: an Idempotency-Key reused with another body, a lease of another reviewer",
+    413: "the body or a text is over its documented limit",
+    422: "the request is well-formed but cannot be done: empty or over-long texts, unknown languages or checks",
+    429: "a rate limit was reached; Retry-After says when to try again",
+    503: "a dependency (Redis, the durable store, the index) is not available; retry later",
+}
+
+
+def problem_responses(statuses: Iterable[int] = PROBLEM_STATUSES) -> dict[int, ResponseSpec]:
+    """The OpenAPI description of a route's error answers (all problem+json)."""
+    return {
+        status: ResponseSpec(
+            data_container=Problem,
+            description=PROBLEM_STATUSES[status],
+            media_type=PROBLEM_JSON,
+            generate_examples=False,
+        )
+        for status in statuses
+    }
+
+
 def problem(
-    status: int, title: str, detail: str, request: Request[Any, Any, Any] | None = None, **extra: Any
+    status: int,
+    title: str,
+    detail: str,
+    request: Request[Any, Any, Any] | None = None,
+    *,
+    response_headers: dict[str, str] | None = None,
+    **extra: Any,
 ) -> Response[Any]:
     body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status, "detail": detail}
     if request is not None:
         body["instance"] = request.url.path
     body.update({k: v for k, v in extra.items() if v is not None})
-    headers = {}
+    headers = dict(response_headers or {})
     if "retry_after" in extra and extra["retry_after"] is not None:
         headers["Retry-After"] = str(int(max(1, round(float(extra["retry_after"])))))
     if status == 401:
@@ -34,7 +81,7 @@ def problem(
 
 
 def _trisk_error(request: Request[Any, Any, Any], exc: TriskError) -> Response[Any]:
-    extra = dict(exc.extra)
+    extra: dict[str, Any] = dict(exc.extra)
     if isinstance(exc, UpstreamRateLimited | TooManyRequests):
         extra["retry_after"] = exc.retry_after
     if exc.status_code >= 500:
@@ -55,7 +102,8 @@ def _http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response
     title = {404: "Not found", 405: "Method not allowed", 413: "Payload too large", 415: "Unsupported media type"}.get(
         exc.status_code, "Request error"
     )
-    return problem(exc.status_code, title, exc.detail or title, request)
+    # the exception's own headers (Allow on a 405) are part of the answer
+    return problem(exc.status_code, title, exc.detail or title, request, response_headers=dict(exc.headers or {}))
 
 
 def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:

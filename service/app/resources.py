@@ -10,9 +10,12 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from service.app.auth import KeyCache
 from service.core.durable import DurableStore
+from service.core.durable.access import AccessStore
 from service.core.errors import NotReady, UnknownLanguage
 from service.core.novelty import NoveltyIndex
+from service.core.ratelimit import RateLimiter
 from service.core.risk_catalog import ModelCatalog
 from service.core.settings import Settings
 from service.core.text import get_normaliser
@@ -33,6 +36,9 @@ class Resources:
     redis: Redis | None = None
     queue: Any = None  # arq.ArqRedis, typed loosely to keep arq out of the core
     db: DurableStore | None = None
+    access: AccessStore | None = None  # API keys and callback secrets (on the durable store)
+    keys: KeyCache | None = None
+    rate_limiter: RateLimiter | None = None
     catalog: ModelCatalog | None = None
     started_at: float = field(default_factory=time.time)
     load_seconds: float = 0.0

@@ -1,16 +1,21 @@
-"""Who owns a request. Until scoped API keys arrive every request runs as the ``default`` tenant."""
+"""Who owns a request: the tenant of the API key that authenticated it (``service.app.auth``), decided here only."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from litestar import Request
+from litestar.connection import ASGIConnection
 
-__all__ = ["DEFAULT_TENANT", "current_tenant"]
+from service.app.auth import principal_of
+from service.core.auth import Principal
 
-DEFAULT_TENANT = "default"
+__all__ = ["current_principal", "current_tenant"]
 
 
-def current_tenant(request: Request[Any, Any, Any]) -> str:
-    # the single place that decides ownership; API keys will map to a tenant here
-    return DEFAULT_TENANT
+def current_principal(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
+    return principal_of(connection)
+
+
+def current_tenant(connection: ASGIConnection[Any, Any, Any, Any]) -> str:
+    # the single place that decides ownership: every stored object is keyed by this tenant
+    return principal_of(connection).tenant

@@ -79,14 +79,15 @@ def check_address(ip: IPAddress, policy: CallbackPolicy) -> None:
         return
     kinds = [
         name
+        # the most specific name first: 0.0.0.0 and 127.0.0.1 also count as "private" in the ipaddress module
         for name, hit in (
+            ("unspecified", ip.is_unspecified),
             ("loopback", ip.is_loopback),
             ("link-local (cloud metadata lives here)", ip.is_link_local),
-            ("private", ip.is_private),
-            ("shared address space", isinstance(ip, ipaddress.IPv4Address) and ip in _SHARED),
             ("multicast", ip.is_multicast),
+            ("shared address space", isinstance(ip, ipaddress.IPv4Address) and ip in _SHARED),
+            ("private", ip.is_private),
             ("reserved", ip.is_reserved),
-            ("unspecified", ip.is_unspecified),
         )
         if hit
     ]

@@ -2,6 +2,7 @@
 
 TriskError
  +-- InputError                 bad request content (422 unless a subclass says otherwise)
+ |    +-- MalformedRequest      the request's form is wrong where the framework does not see it (400)
  |    +-- PayloadTooLarge       text or body over a documented limit (413)
  |    +-- UnknownLanguage       a language no normaliser or index knows (422)
  +-- Unauthorized               no API key, or one that is unknown, revoked or expired (401)
@@ -23,6 +24,7 @@ __all__ = [
     "Conflict",
     "Forbidden",
     "InputError",
+    "MalformedRequest",
     "NotFound",
     "NotReady",
     "PayloadTooLarge",
@@ -53,6 +55,11 @@ class TriskError(Exception):
 class InputError(TriskError):
     status_code = 422
     title = "Invalid input"
+
+
+class MalformedRequest(InputError):
+    status_code = 400
+    title = "Bad request"
 
 
 class PayloadTooLarge(InputError):

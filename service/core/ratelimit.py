@@ -17,7 +17,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Decision", "RateLimiter", "SpendExhausted", "SpendMeter"]
+__all__ = ["Decision", "RateLimiter", "SpendExhausted", "SpendMeter", "charged_to"]
 
 # KEYS: key counter, tenant counter. ARGV: key limit, tenant limit (0 = none), window seconds.
 # Returns {allowed (1/0), key remaining, tenant remaining, seconds to the window's end, which limit refused}.
@@ -152,3 +152,13 @@ class SpendMeter:
         calls, tokens = self._keys()
         a, b = await self.redis.mget(calls, tokens)
         return int(a or 0), int(b or 0)
+
+
+def charged_to(client: Any, redis: Any, tenant: str, llm_settings: Any) -> Any:
+    """``client`` (an LLMClient, or None without a provider) charged to ``tenant``'s daily budget."""
+    if client is None:
+        return None
+    meter = SpendMeter(
+        redis, tenant, calls_per_day=llm_settings.calls_per_day, tokens_per_day=llm_settings.tokens_per_day
+    )
+    return client.metered(meter)

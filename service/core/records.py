@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -26,13 +26,17 @@ __all__ = [
     "CandidateOutcome",
     "CheapPart",
     "CheapSignature",
+    "CheckName",
     "FinalPart",
+    "Ident",
     "LLMPart",
     "LLMSignature",
+    "LangCode",
     "PromptVersion",
     "Routing",
     "SourceIn",
     "Status",
+    "Text",
     "merged_outcome",
 ]
 
@@ -47,28 +51,38 @@ ALL_CHECKS = CHEAP_CHECKS + LLM_CHECKS
 DEFAULT_CHECKS = tuple(c for c in ALL_CHECKS if c != "source_distance")
 
 
+# Request fields whose rules the OpenAPI document states and the service checks itself (a 422 naming the field): the
+# document tells clients and fuzzers what is accepted, the 400/422 split stays (400 = malformed, 422 = semantics).
+Text = Annotated[str, msgspec.Meta(extra_json_schema={"minLength": 1, "pattern": r"\S"}, description="not blank")]
+LangCode = Annotated[
+    str, msgspec.Meta(extra_json_schema={"pattern": r"^\s*[A-Za-z]{2,3}\s*$"}, description="an ISO 639 code")
+]
+Ident = Annotated[str, msgspec.Meta(extra_json_schema={"minLength": 1, "maxLength": 200, "pattern": r"\S"})]
+CheckName = Annotated[str, msgspec.Meta(extra_json_schema={"enum": list(ALL_CHECKS)})]
+
+
 class SourceIn(msgspec.Struct, forbid_unknown_fields=True):
     """The source passage: its text, language and, optionally, a corpus reference such as ``mn1:3``."""
 
-    text: str
-    lang: str = "pli"
+    text: Text
+    lang: LangCode = "pli"
     ref: str | None = None
 
 
 class CandidateIn(msgspec.Struct, forbid_unknown_fields=True):
     """One candidate translation; ``model`` names the system that produced it (for self-judging exclusion)."""
 
-    id: str
-    text: str
+    id: Ident
+    text: Text
     model: str | None = None
 
 
 class AssessmentRequest(msgspec.Struct, forbid_unknown_fields=True):
     source: SourceIn
-    candidates: list[CandidateIn]
-    checks: list[str] | None = None
+    candidates: Annotated[list[CandidateIn], msgspec.Meta(extra_json_schema={"minItems": 1})]
+    checks: list[CheckName] | None = None
     callback_url: str | None = None
-    target_lang: str = "en"
+    target_lang: LangCode = "en"
     # the cascade: share of candidates (by routing score) that get LLM checks, and a cap on LLM calls
     review_budget: float | None = None
     max_llm_calls: int | None = None

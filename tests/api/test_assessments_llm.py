@@ -17,7 +17,7 @@ from service.app import create_app
 from service.app.resources import Resources
 from service.core.novelty import NoveltyIndex
 from service.core.settings import REPO_ROOT, LLMSettings, Settings
-from tests.conftest import as_test_tenant
+from tests.conftest import issue_test_key, keyed
 from tests.fakes.openai_server import FakeOpenAIServer, openai_server  # noqa: F401
 from tests.worker_support import run_worker_burst
 
@@ -57,9 +57,9 @@ def llm_settings(test_settings: Settings, tmp_path: Path, openai_server: FakeOpe
 @pytest.fixture()
 def llm_client(sn12_index: NoveltyIndex, llm_settings: Settings) -> Iterator[Any]:
     resources = Resources(settings=llm_settings, indexes={"pli": sn12_index})
-    app = create_app(llm_settings, resources=resources, dependency_overrides=as_test_tenant())
+    app = create_app(llm_settings, resources=resources)
     with TestClient(app=app) as tc:
-        yield tc
+        yield keyed(tc, issue_test_key(llm_settings))
 
 
 def test_cascade_judges_the_riskiest_and_reports_cost(
@@ -106,3 +106,35 @@ def test_cascade_judges_the_riskiest_and_reports_cost(
     assert len(openai_server.requests) == 6
     first_scores = {c["id"]: c["risk"]["score"] for c in done["candidates"]}
     assert {c["id"]: c["risk"]["score"] for c in second["candidates"]} == first_scores
+
+
+def test_the_daily_llm_budget_skips_judges_and_the_cheap_tier_still_answers(
+    sn12_index: NoveltyIndex,
+    llm_settings: Settings,
+    openai_server: FakeOpenAIServer,  # noqa: F811
+) -> None:
+    openai_server.reset()
+    tenant = f"test-spend-{uuid.uuid4().hex[:8]}"
+    settings = replace(
+        llm_settings,
+        llm=replace(llm_settings.llm, calls_per_day=2, review_budget=1.0, max_concurrency=1),
+        redis=replace(llm_settings.redis, queue_name=f"trisk:test:{uuid.uuid4().hex}:q"),
+    )
+    body = {
+        "source": {"text": f"{SOURCE} {uuid.uuid4().hex}", "lang": "pli"},
+        "candidates": [{"id": f"c{i}", "text": t, "model": "vendor/model"} for i, t in enumerate(CANDIDATES)],
+        "checks": ["peer_distance", "hard_flags", "gemba"],
+    }
+    with TestClient(
+        app=create_app(settings, resources=Resources(settings=settings, indexes={"pli": sn12_index}))
+    ) as tc:
+        keyed(tc, issue_test_key(settings, tenant))
+        aid = tc.post("/v1/assessments", json=body).json()["id"]
+        assert run_worker_burst(settings).jobs_failed == 0
+        done = tc.get(f"/v1/assessments/{aid}").json()
+    assert len(openai_server.requests) == 2  # the budget, not one call more
+    assert done["status"] == "done" and all(c["risk"] is not None for c in done["candidates"])
+    gemba = [c["signals"]["gemba_mean_risk"] for c in done["candidates"]]
+    spent = [g for g in gemba if g["status"] == "skipped" and "LLM budget" in g["reason"]]
+    assert len(spent) >= len(CANDIDATES) - 1, gemba
+    assert all(c["signals"]["peer_chrf_risk"]["status"] == "value" for c in done["candidates"])

@@ -11,6 +11,7 @@ from service.app import create_app
 from service.app.resources import Resources
 from service.core.novelty import NoveltyIndex
 from service.core.settings import Settings
+from tests.conftest import issue_test_key, keyed
 
 
 def test_live_and_ready(client: Any) -> None:
@@ -24,6 +25,7 @@ def test_not_ready_without_redis(sn12_index: NoveltyIndex, test_settings: Settin
     settings = replace(test_settings, redis=replace(test_settings.redis, url="redis://127.0.0.1:1/0"))
     app = create_app(settings, resources=Resources(settings=settings, indexes={"pli": sn12_index}))
     with TestClient(app=app) as tc:
+        keyed(tc, issue_test_key(settings))
         r = tc.get("/health/ready")
         assert r.status_code == 503
         assert r.json()["checks"]["redis"]["ok"] is False
@@ -35,6 +37,7 @@ def test_not_ready_without_redis(sn12_index: NoveltyIndex, test_settings: Settin
 def test_not_ready_without_index(test_settings: Settings, tmp_path: Any) -> None:
     settings = replace(test_settings, index=replace(test_settings.index, path=str(tmp_path / "missing.trisk")))
     with TestClient(app=create_app(settings)) as tc:
+        keyed(tc, issue_test_key(settings))
         r = tc.get("/health/ready")
         assert r.status_code == 503
         assert "missing.trisk" in r.json()["checks"]["index"]["detail"]

@@ -15,13 +15,14 @@ class _FakeStack:
 
     def __init__(self, redis_url: str | None, workers: int) -> None:
         self.url = "http://127.0.0.1:9"
+        self.key = "trisk_000000000000_" + "A" * 43
 
     def close(self) -> None:
         _FakeStack.closed += 1
 
 
 def test_sigterm_during_a_run_closes_the_stack(monkeypatch: pytest.MonkeyPatch) -> None:
-    def terminated(bench: object, url: str, checks: object) -> list[object]:
+    def terminated(bench: object, url: str, checks: object, key: str) -> list[object]:
         os.kill(os.getpid(), signal.SIGTERM)  # what a CI timeout or `kill` does mid-run
         raise AssertionError("SIGTERM did not interrupt the run")
 

@@ -24,22 +24,23 @@ import sqlalchemy as sa
 from redis.asyncio import Redis
 
 from service.core.durable import database_url, make_engine
+from service.core.durable.access import issue_key
 from service.core.settings import DurableSettings
 from service.evaluation import free_port
-from tests.durable_support import PostgresServer, pg_settings, sqlite_settings, uses_engine
+from tests.durable_support import PostgresServer, migrated_store, pg_settings, sqlite_settings, uses_engine
 from tests.review.support import iid, write_assessment
 
 SERVERS = 3
 THREADS_PER_SERVER = 3
 VERDICTS_PER_THREAD = 30
 ITEMS = 4  # few items, many verdicts each: opinion numbers are contended too
-TENANT = "default"  # what every request of a real server runs as until API keys arrive
+TENANT = "test-processes"  # the tenant of the key the threads post with
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def private_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A redis-server of this module: the servers run as tenant `default`, which must not meet anybody's data."""
+    """A redis-server of this module, so the servers' queue and items meet nobody's data."""
     assert shutil.which("redis-server"), "redis-server is needed (apt-get install redis-server)"
     port = free_port()
     folder = tmp_path_factory.mktemp("redis")
@@ -80,6 +81,8 @@ def start_servers(settings: DurableSettings, redis_url: str, folder: Path) -> Se
         TRISK_INDEX_PATH=str(folder / "no-index.trisk"),  # novelty is not what this measures: start fast without it
         TRISK_DB_PATH=settings.db_path or str(folder / "unused.db"),
         TRISK_DATABASE_URL=settings.database_url,
+        TRISK_RATE_PER_KEY="0",  # this measures concurrent writes, not the rate limit
+        TRISK_RATE_PER_TENANT="0",
     )
     ports = [free_port() for _ in range(SERVERS)]
     servers = Servers(urls=[f"http://127.0.0.1:{p}" for p in ports])
@@ -145,13 +148,15 @@ def test_verdicts_posted_to_several_api_processes_at_once_are_all_kept(
     empty_database: DurableSettings, private_redis: str, tmp_path: Path
 ) -> None:
     items = seed_items(private_redis)
+    with migrated_store(empty_database) as store:
+        token, _ = issue_key(store, TENANT, "verdict writers", ["review"])
     servers = start_servers(empty_database, private_redis, tmp_path)
     answers: list[tuple[int, dict[str, Any]]] = []
     lock = threading.Lock()
     barrier = threading.Barrier(SERVERS * THREADS_PER_SERVER)
 
     def post_from(url: str, thread: int) -> None:
-        with httpx.Client(base_url=url, timeout=60) as client:
+        with httpx.Client(base_url=url, timeout=60, headers={"Authorization": f"Bearer {token}"}) as client:
             barrier.wait()
             for k in range(VERDICTS_PER_THREAD):
                 item = items[(thread + k) % len(items)]

@@ -14,6 +14,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
+from service.core.auth import new_key
 from service.core.durable import (
     Adjudication,
     DuplicateRecord,
@@ -24,6 +25,7 @@ from service.core.durable import (
     Verdict,
     make_engine,
 )
+from service.core.durable.access import AccessStore
 from service.core.durable.schema import metadata
 from service.core.review.adjudication_jobs import store_once
 from service.core.settings import DurableSettings
@@ -202,7 +204,18 @@ APPEND_ONLY = sorted(t.name for t in metadata.sorted_tables if t.info["append_on
 def test_every_table_says_whether_it_is_append_only() -> None:
     for table in metadata.sorted_tables:
         assert isinstance(table.info.get("append_only"), bool), f"{table.name}: declare info={{'append_only': ...}}"
-    assert APPEND_ONLY == ["adjudications", "fits", "model_activations", "risk_models", "verdicts"]
+    assert APPEND_ONLY == [
+        "adjudications",
+        "api_key_revocations",
+        "api_keys",
+        "callback_secrets",
+        "fits",
+        "model_activations",
+        "risk_models",
+        "verdicts",
+    ]
+    # the one mutable table: a key's last-used time
+    assert [t.name for t in metadata.sorted_tables if not t.info["append_only"]] == ["api_key_last_used"]
 
 
 def _one_row_each(store: DurableStore, tenant: str) -> None:
@@ -211,6 +224,11 @@ def _one_row_each(store: DurableStore, tenant: str) -> None:
     store.add_fit(FitRecord(f"fit-{tenant}", tenant, "m", 1.0, {}))
     store.add_model(tenant, _namer(tenant))
     store.activate(tenant, "m", "m@1")
+    access = AccessStore(store)
+    _, key = new_key(tenant, "k", ["read"])
+    access.add_key(key)
+    access.revoke_key(key.key_id)
+    access.callback_secret(tenant)
 
 
 @pytest.mark.parametrize("table", APPEND_ONLY)

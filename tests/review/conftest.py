@@ -21,6 +21,7 @@ if str(_ROOT) not in sys.path:
 
 from service.core.durable import close_stores  # noqa: E402
 from service.core.settings import LLMSettings, Settings, get_settings  # noqa: E402
+from tests.conftest import issue_test_key, keyed  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer, openai_server  # noqa: E402, F401
 from tests.review.support import REDIS_URL, cleanup  # noqa: E402
 
@@ -89,19 +90,19 @@ def make_settings(models_dir: Path, llm: LLMSettings | None = None) -> Settings:
         index=replace(base.index, path=str(models_dir / "no-index.trisk")),
         risk=replace(base.risk, models_dir=str(models_dir), model="default"),
         llm=llm or LLMSettings(),
+        api=replace(base.api, rate_per_key=0, rate_per_tenant=0),
     )
 
 
 def make_client(settings: Settings, tenant: str, monkeypatch: pytest.MonkeyPatch | None = None) -> Any:
-    from litestar.di import Provide
     from litestar.testing import TestClient
 
     from service.app.factory import create_app
     from service.app.resources import Resources
 
-    # API tests run as their own tenant, so nothing they write can touch another test's (or a person's) data
-    overrides = {"tenant": Provide(lambda: tenant, sync_to_thread=False)}
-    return TestClient(app=create_app(settings, resources=Resources(settings=settings), dependency_overrides=overrides))
+    # API tests run as their own tenant (their key's), so nothing they write can touch another test's data
+    tc = TestClient(app=create_app(settings, resources=Resources(settings=settings)))
+    return keyed(tc, issue_test_key(settings, tenant))
 
 
 @pytest.fixture

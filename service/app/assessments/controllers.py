@@ -9,6 +9,7 @@ from litestar.params import Parameter
 
 from service.app.assessments.schemas import AssessmentOut
 from service.app.assessments.services import accept_assessment
+from service.app.auth import access
 from service.app.deps import JobQueue
 from service.app.resources import Resources
 from service.core.records import AssessmentRequest
@@ -24,6 +25,7 @@ class AssessmentController(Controller):
 
     @post(
         operation_id="createAssessment",
+        **access("submit"),
         summary="Assess candidate translations of one source passage",
         description=(
             "Answers 202 at once with the source's novelty; embeddings, peer agreement, length, hard flags, "
@@ -56,6 +58,11 @@ class AssessmentController(Controller):
             headers["Idempotent-Replayed"] = "true"
         return Response(out, status_code=202, headers=headers)
 
-    @get("/{assessment_id:str}", operation_id="getAssessment", summary="An assessment's status and results")
+    @get(
+        "/{assessment_id:str}",
+        operation_id="getAssessment",
+        **access("read"),
+        summary="An assessment's status and results",
+    )
     async def read(self, assessment_id: str, store: Store, tenant: str) -> AssessmentOut:
         return render_assessment(await store.get(tenant, assessment_id))

@@ -3,7 +3,7 @@ is ``service.core.views``)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -18,7 +18,7 @@ AssessmentOut = AssessmentView
 class BatchRequest(msgspec.Struct, forbid_unknown_fields=True):
     """Many passages at once; each item is an assessment request."""
 
-    items: list[AssessmentRequest]
+    items: Annotated[list[AssessmentRequest], msgspec.Meta(extra_json_schema={"minItems": 1})]
 
 
 class BatchAccepted(msgspec.Struct):

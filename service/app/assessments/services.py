@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from urllib.parse import urlparse
 
 from service.app.deps import JobQueue
 from service.app.novelty.services import check_text
 from service.app.resources import Resources
+from service.core.callbacks import CallbackRefused, check_url
 from service.core.errors import InputError, NotReady, TriskError
 from service.core.novelty_report import NoveltyPending, SourceNovelty, source_novelty
 from service.core.records import ALL_CHECKS, DEFAULT_CHECKS, LLM_CHECKS, AssessmentMeta, AssessmentRequest, BatchMeta
@@ -56,9 +56,10 @@ def validate_request(settings: Settings, req: AssessmentRequest, where: str = ""
     if not checks:
         raise InputError(f"{at}checks is empty; omit it for the default set")
     if req.callback_url is not None:
-        url = urlparse(req.callback_url)
-        if url.scheme not in ("http", "https") or not url.hostname:
-            raise InputError(f"{at}callback_url must be an absolute http(s) URL")
+        try:
+            check_url(req.callback_url, settings.jobs.callback_policy)
+        except CallbackRefused as exc:
+            raise CallbackRefused(f"{at}{exc.detail}", extra={"field": f"{at}callback_url"}) from exc
     if req.review_budget is not None and not 0.0 < req.review_budget <= 1.0:
         raise InputError(f"{at}review_budget must be in (0, 1]")
     if req.max_llm_calls is not None and req.max_llm_calls < 0:

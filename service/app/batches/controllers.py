@@ -12,6 +12,7 @@ from litestar.response import Stream
 
 from service.app.assessments.schemas import BatchAccepted, BatchCounts, BatchOut, BatchRequest
 from service.app.assessments.services import accept_batch
+from service.app.auth import access
 from service.app.deps import JobQueue
 from service.core.errors import InputError
 from service.core.records import AssessmentRequest
@@ -48,7 +49,9 @@ class BatchController(Controller):
     path = "/v1/batches"
     tags = ["batches"]
 
-    @post(operation_id="createBatch", summary="Assess many passages in one request", status_code=202)
+    @post(
+        operation_id="createBatch", **access("submit"), summary="Assess many passages in one request", status_code=202
+    )
     async def create(
         self, data: BatchRequest, settings: Settings, store: Store, jobs: JobQueue, tenant: str
     ) -> Response[BatchAccepted]:
@@ -57,6 +60,7 @@ class BatchController(Controller):
     @post(
         "/ndjson",
         operation_id="createBatchNdjson",
+        **access("submit"),
         summary="Assess many passages uploaded as NDJSON (one assessment request per line)",
         status_code=202,
     )
@@ -66,7 +70,7 @@ class BatchController(Controller):
         items = _parse_ndjson(await request.body())
         return _accepted(await accept_batch(settings, store, jobs, tenant, items))
 
-    @get("/{batch_id:str}", operation_id="getBatch", summary="A batch's progress counts")
+    @get("/{batch_id:str}", operation_id="getBatch", **access("read"), summary="A batch's progress counts")
     async def read(self, batch_id: str, store: Store, tenant: str) -> BatchOut:
         batch = await store.get_batch(tenant, batch_id)
         states = await store.get_many(tenant, batch.assessment_ids)
@@ -85,6 +89,7 @@ class BatchController(Controller):
     @get(
         "/{batch_id:str}/results",
         operation_id="getBatchResults",
+        **access("read"),
         summary="A batch's assessments as NDJSON, one per line, in submission order",
         media_type="application/x-ndjson",
     )

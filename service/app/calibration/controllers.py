@@ -7,6 +7,7 @@ from typing import Any, Literal
 from litestar import Controller, Response, get, post
 from litestar.params import Parameter
 
+from service.app.auth import access
 from service.app.calibration import services
 from service.app.calibration.schemas import ActivationOut, FitOut, FitRequest, ModelOut
 from service.core.risk_catalog import ModelCatalog
@@ -23,6 +24,7 @@ class CalibrationController(Controller):
     @get(
         "/report",
         operation_id="getCalibrationReport",
+        **access("read"),
         summary="AUC, recall/precision at budgets (Wilson), overlap and judge agreement against labels",
         description=(
             "source=human (reviewer verdicts, majority per item) or panel (adjudication labels), never mixed. "
@@ -45,6 +47,7 @@ class CalibrationController(Controller):
     @get(
         "/report.svg",
         operation_id="getCalibrationReportSvg",
+        **access("read"),
         summary="Budget-recall curves for MAJOR as SVG",
         media_type="image/svg+xml",
     )
@@ -62,19 +65,26 @@ class CalibrationController(Controller):
     @post(
         "/fits",
         operation_id="createRiskFit",
+        **access("admin"),
         summary="Fit a new risk model from labels (grouped CV); inactive until activated",
         status_code=201,
     )
     async def fit(self, data: FitRequest, catalog: ModelCatalog, tenant: str) -> FitOut:
         return await services.fit(catalog, tenant, data)
 
-    @get("/models", operation_id="listRiskModels", summary="Risk models this tenant can use, with the active one")
+    @get(
+        "/models",
+        operation_id="listRiskModels",
+        **access("read"),
+        summary="Risk models this tenant can use, with the active one",
+    )
     async def models(self, catalog: ModelCatalog, tenant: str) -> list[ModelOut]:
         return await services.list_models(catalog, tenant)
 
     @post(
         "/models/{name:str}/activate",
         operation_id="activateRiskModel",
+        **access("admin"),
         summary="Make a risk model the tenant's active one (new assessments are scored with it)",
         status_code=200,
     )

@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 from litestar import Controller, Request, Response, get
+from litestar.openapi import ResponseSpec
 
 from service.app.problems import PROBLEM_JSON
 from service.app.resources import Resources
@@ -43,7 +44,14 @@ class HealthController(Controller):
         "/ready",
         operation_id="healthReady",
         summary="Ready to serve: novelty index loaded and Redis reachable",
-        responses={},
+        responses={
+            503: ResponseSpec(
+                data_container=Ready,
+                description="not ready: the checks say which part is missing",
+                media_type=PROBLEM_JSON,
+                generate_examples=False,
+            )
+        },
     )
     async def ready(self, request: Request[Any, Any, Any]) -> Response[Ready]:
         resources: Resources = request.app.state.resources

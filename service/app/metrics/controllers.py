@@ -8,6 +8,7 @@ import logging
 from litestar import Controller, Response, get
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from service.app.auth import access
 from service.app.resources import Resources
 from service.core.telemetry import QUEUE_DEPTH
 
@@ -36,6 +37,7 @@ class MetricsController(Controller):
 
     @get(
         operation_id="getMetrics",
+        **access("admin"),
         summary="Prometheus metrics of this API process (request latency per route, queue depth, rate limits)",
         media_type=CONTENT_TYPE_LATEST,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from litestar import Controller, get, post
 from litestar.params import Parameter
 
+from service.app.auth import access
 from service.app.novelty.schemas import NoveltyOut, NoveltyRequest
 from service.app.novelty.services import novelty_of_passage, novelty_of_text
 from service.app.resources import Resources
@@ -19,6 +20,7 @@ class NoveltyController(Controller):
     # scoring a text costs ~20 ms of CPU: in a worker thread, so the event loop keeps serving polls meanwhile
     @post(
         operation_id="scoreNovelty",
+        **access("submit"),
         summary="Source novelty of a text",
         description=(
             "Scores a source text against the corpus index: combined novelty, the four components raw and z-scored, "
@@ -34,6 +36,7 @@ class NoveltyController(Controller):
     @get(
         "/{passage_id:str}",
         operation_id="getPassageNovelty",
+        **access("read"),
         summary="Stored novelty of a corpus passage",
         sync_to_thread=False,
     )

@@ -8,6 +8,7 @@ from typing import Literal
 from litestar import Controller, delete, get, post
 from litestar.params import Parameter
 
+from service.app.auth import access
 from service.app.deps import JobQueue
 from service.app.review import services
 from service.app.review.schemas import (
@@ -37,6 +38,7 @@ class ReviewController(Controller):
     @get(
         "/queue",
         operation_id="listReviewQueue",
+        **access("review"),
         summary="Review items in the one ranking (forced first by flag severity, then by risk score)",
         description=(
             "Flagged items only by default (forced, tier above rest, or a critical/major/minor flag); scope=all "
@@ -65,7 +67,11 @@ class ReviewController(Controller):
         return QueuePage(items=items, total=total, offset=offset, limit=limit, next_offset=nxt)
 
     @post(
-        "/claims", operation_id="claimReviewItems", summary="Lease up to n review items to a reviewer", status_code=201
+        "/claims",
+        operation_id="claimReviewItems",
+        **access("review"),
+        summary="Lease up to n review items to a reviewer",
+        status_code=201,
     )
     async def claim(self, data: ClaimRequest, review_queue: ReviewQueue, tenant: str) -> LeaseOut:
         return await services.claim(review_queue, tenant, data)
@@ -73,6 +79,7 @@ class ReviewController(Controller):
     @post(
         "/claims/{lease_id:str}/renew",
         operation_id="renewReviewLease",
+        **access("review"),
         summary="Extend a lease's visibility timeout",
         status_code=200,
     )
@@ -86,6 +93,7 @@ class ReviewController(Controller):
     @delete(
         "/claims/{lease_id:str}",
         operation_id="releaseReviewLease",
+        **access("review"),
         summary="Release a lease: its unreviewed items go back to the queue",
         status_code=200,
     )
@@ -96,6 +104,7 @@ class ReviewController(Controller):
     @get(
         "/items/{item_id:str}",
         operation_id="getReviewItem",
+        **access("review"),
         summary="One item with source, candidate, peers, signals, flags, judge answers, risk, budget and verdicts",
     )
     async def item(
@@ -106,6 +115,7 @@ class ReviewController(Controller):
     @post(
         "/items/{item_id:str}/verdict",
         operation_id="recordVerdict",
+        **access("review"),
         summary="Record a verdict (VALID, MINOR or MAJOR); a further verdict is kept as another opinion",
         status_code=201,
     )
@@ -114,7 +124,12 @@ class ReviewController(Controller):
     ) -> VerdictOut:
         return await services.record_verdict(review_queue, db, tenant, item_id, data)
 
-    @get("/items/{item_id:str}/verdicts", operation_id="listVerdicts", summary="Every verdict on an item, oldest first")
+    @get(
+        "/items/{item_id:str}/verdicts",
+        operation_id="listVerdicts",
+        **access("review"),
+        summary="Every verdict on an item, oldest first",
+    )
     async def verdicts(self, item_id: str, db: DurableStore, tenant: str) -> list[VerdictOut]:
         rows = await asyncio.to_thread(db.verdicts, tenant, item_id)
         return [services.verdict_out(v) for v in rows]
@@ -126,6 +141,7 @@ class AdjudicationController(Controller):
 
     @post(
         operation_id="createAdjudication",
+        **access("review"),
         summary="Label a candidate with the reference-aided three-judge panel (calibration only)",
         description=(
             "Three judges see source, reference (as an aid) and candidate and each say error yes/no and minor/major; "
@@ -149,10 +165,16 @@ class AdjudicationController(Controller):
     ) -> AdjudicationOut:
         return await services.adjudicate(settings, review_queue, store, db, jobs, tenant, data)
 
-    @get("/{adjudication_id:str}", operation_id="getAdjudication", summary="One adjudication record")
+    @get(
+        "/{adjudication_id:str}", operation_id="getAdjudication", **access("review"), summary="One adjudication record"
+    )
     async def read(self, adjudication_id: str, store: Store, db: DurableStore, tenant: str) -> AdjudicationOut:
         return await services.adjudication(store, db, tenant, adjudication_id)
 
-    @get(operation_id="listAdjudications", summary="Stored adjudication records, oldest first (optionally of one item)")
+    @get(
+        operation_id="listAdjudications",
+        **access("review"),
+        summary="Stored adjudication records, oldest first (optionally of one item)",
+    )
     async def list_all(self, db: DurableStore, tenant: str, item_id: str | None = None) -> list[AdjudicationOut]:
         return await services.adjudications(db, tenant, item_id)

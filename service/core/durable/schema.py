@@ -11,7 +11,18 @@ import sqlalchemy as sa
 
 from service.core.durable.records import LABELS
 
-__all__ = ["adjudications", "fits", "metadata", "model_activations", "risk_models", "verdicts"]
+__all__ = [
+    "adjudications",
+    "api_key_last_used",
+    "api_key_revocations",
+    "api_keys",
+    "callback_secrets",
+    "fits",
+    "metadata",
+    "model_activations",
+    "risk_models",
+    "verdicts",
+]
 
 # deterministic names for constraints the declarations leave unnamed, so a later migration can name what it drops
 metadata = sa.MetaData(
@@ -101,6 +112,52 @@ model_activations = sa.Table(
     sa.Column("activated_at", Time, nullable=False),
     # the active model is the tenant's latest activation
     sa.Index("activations_tenant", "tenant", "id"),
+    sqlite_autoincrement=True,
+    info={"append_only": True},
+)
+
+api_keys = sa.Table(
+    "api_keys",
+    metadata,
+    sa.Column("key_id", sa.Text, primary_key=True),
+    sa.Column("tenant", sa.Text, nullable=False),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("scopes", sa.Text, nullable=False),  # comma-separated, canonical order
+    sa.Column("secret_sha256", sa.Text, nullable=False),  # never the secret itself
+    sa.Column("created_at", Time, nullable=False),
+    sa.Column("expires_at", Time),
+    sa.Index("api_keys_tenant", "tenant"),
+    info={"append_only": True},
+)
+
+# revoking a key is a row of its own, so the key rows stay append-only
+api_key_revocations = sa.Table(
+    "api_key_revocations",
+    metadata,
+    sa.Column("key_id", sa.Text, primary_key=True),
+    sa.Column("tenant", sa.Text, nullable=False),
+    sa.Column("revoked_at", Time, nullable=False),
+    info={"append_only": True},
+)
+
+# the one mutable table: when a key was last used (written at most once a minute per key)
+api_key_last_used = sa.Table(
+    "api_key_last_used",
+    metadata,
+    sa.Column("key_id", sa.Text, primary_key=True),
+    sa.Column("last_used_at", Time, nullable=False),
+    info={"append_only": False},
+)
+
+# the HMAC key callbacks are signed with, per tenant; rotating it adds a row (the latest is the one in use)
+callback_secrets = sa.Table(
+    "callback_secrets",
+    metadata,
+    sa.Column("id", Serial, primary_key=True, autoincrement=True),
+    sa.Column("tenant", sa.Text, nullable=False),
+    sa.Column("secret", sa.Text, nullable=False),
+    sa.Column("created_at", Time, nullable=False),
+    sa.Index("callback_secrets_tenant", "tenant", "id"),
     sqlite_autoincrement=True,
     info={"append_only": True},
 )

@@ -20,6 +20,7 @@ import msgspec
 
 from service.core.durable import Adjudication, DuplicateRecord, DurableStore
 from service.core.llm import load_panel, select_judges
+from service.core.ratelimit import charged_to
 from service.core.review.adjudication import (
     ADJUDICATION_PROMPT_HASH,
     ADJUDICATION_PROMPT_VERSION,
@@ -130,7 +131,7 @@ async def run_adjudication(ctx: dict[str, Any], tenant: str, adjudication_id: st
             )
             judges = select_judges(panel, pending.candidate_model).judges[:PANEL_SIZE]
             votes, label, counts = await run_panel(
-                ctx["llm"],
+                charged_to(ctx["llm"], ctx["store"].redis, tenant, settings.llm),
                 judges,
                 settings.llm,
                 source=pending.source,

@@ -1,0 +1,1 @@
+"""API key management and the tenant's callback signing secret (admin scope)."""

@@ -1,0 +1,346 @@
+"""Access control through the real app: keys (401), scopes (403), tenants kept apart on every route (404 like an id
+that never existed), rate limits (429 with their headers), the key CLI, security headers, CORS and /metrics."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from litestar.testing import TestClient
+
+from service.app import create_app
+from service.app.resources import Resources
+from service.cli import main as cli
+from service.core.auth import new_key
+from service.core.durable import open_store
+from service.core.durable.access import AccessStore
+from service.core.novelty import NoveltyIndex
+from service.core.risk import ReferenceDistribution, RiskModel, SignalWeight
+from service.core.settings import Settings
+from tests.conftest import issue_test_key
+from tests.worker_support import run_worker_burst
+
+SOURCE = "Sattaratanasampannā, Tīsu sikkhāsu sikkhitā; Anuvicaranti mahāvīrā, Pahīnabhayabheravā."
+GOOD = [
+    "Endowed with the seven treasures, trained in the three trainings, the great heroes wander, fearless.",
+    "Possessed of the seven gems, trained in the three trainings, great heroes roam about, fear abandoned.",
+]
+BODY = {
+    "source": {"text": SOURCE, "lang": "pli", "ref": "sn22.76:7"},
+    "candidates": [{"id": f"c{i}", "text": t} for i, t in enumerate(GOOD)],
+    "checks": ["peer_distance", "hard_flags"],
+}
+
+
+@pytest.fixture()
+def settings(test_settings: Settings) -> Settings:
+    return replace(test_settings, redis=replace(test_settings.redis, queue_name=f"trisk:test:{uuid.uuid4().hex}:q"))
+
+
+@pytest.fixture()
+def app_client(sn12_index: NoveltyIndex, settings: Settings) -> Iterator[TestClient[Any]]:
+    """The app with no key on its requests: each test sends the key it means to test."""
+    with TestClient(
+        app=create_app(settings, resources=Resources(settings=settings, indexes={"pli": sn12_index}))
+    ) as tc:
+        yield tc
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_every_route_but_health_and_docs_needs_a_key(app_client: TestClient[Any]) -> None:
+    assert app_client.get("/health/live").status_code == 200
+    assert app_client.get("/schema/openapi.json").status_code == 200
+    for method, path in [("GET", "/v1/assessments/x"), ("POST", "/v1/assessments"), ("GET", "/metrics")]:
+        r = app_client.request(method, path, json=BODY if method == "POST" else None)
+        assert r.status_code == 401, (method, path, r.text)
+        assert r.headers["content-type"].startswith("application/problem+json")
+        assert r.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_unknown_wrong_revoked_and_expired_keys_are_401(app_client: TestClient[Any], settings: Settings) -> None:
+    good = issue_test_key(settings, scopes=("read",))
+    key_id = good.split("_")[1]
+    store = AccessStore(open_store(settings.durable))
+    expired_token, expired = new_key("test-expiry", "old", ["read"], now=time.time() - 100, expires_at=time.time() - 1)
+    store.add_key(expired)
+    revoked = issue_test_key(settings, scopes=("read",))
+    store.revoke_key(revoked.split("_")[1])
+    assert app_client.get("/v1/calibration/models", headers=bearer(good)).status_code == 200
+    messages = set()
+    for token in (
+        "not-a-key",
+        f"trisk_{key_id}_{'A' * 43}",  # a real key id with a wrong secret
+        f"trisk_{'0' * 12}_{'A' * 43}",  # an id that does not exist
+        revoked,
+        expired_token,
+    ):
+        r = app_client.get("/v1/calibration/models", headers=bearer(token))
+        assert r.status_code == 401, token
+        messages.add(r.json()["detail"])
+    assert len(messages) == 1  # nothing tells a wrong secret from an unknown id
+    # the same key in the other header works too
+    assert app_client.get("/v1/calibration/models", headers={"X-API-Key": good}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("scopes", "method", "path", "status"),
+    [
+        (("read",), "POST", "/v1/assessments", 403),
+        (("read",), "GET", "/v1/review/queue", 403),
+        (("submit",), "POST", "/v1/calibration/fits", 403),
+        (("review",), "GET", "/v1/keys", 403),
+        (("review",), "POST", "/v1/novelty", 403),
+        (("submit",), "GET", "/metrics", 403),
+        (("submit",), "POST", "/v1/assessments", 202),
+        (("submit",), "GET", "/v1/calibration/models", 200),  # submit implies read
+        (("review",), "GET", "/v1/review/queue", 200),
+        (("admin",), "GET", "/metrics", 200),
+        (("admin",), "GET", "/v1/review/queue", 200),  # admin implies the rest
+    ],
+)
+def test_scopes(
+    app_client: TestClient[Any], settings: Settings, scopes: tuple[str, ...], method: str, path: str, status: int
+) -> None:
+    token = issue_test_key(settings, scopes=scopes)
+    r = app_client.request(method, path, headers=bearer(token), json=BODY if path == "/v1/assessments" else {})
+    assert r.status_code == status, r.text
+    if status == 403:
+        assert r.headers["content-type"].startswith("application/problem+json")
+        assert r.json()["required_scope"] in ("submit", "review", "admin")
+
+
+def test_openapi_declares_the_schemes_and_each_routes_scope(app_client: TestClient[Any]) -> None:
+    doc = app_client.get("/schema/openapi.json").json()
+    assert set(doc["components"]["securitySchemes"]) == {"bearerAuth", "apiKeyHeader"}
+    seen = 0
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            if path.startswith("/health"):
+                assert not op.get("security"), path
+                continue
+            scopes = {s for req in op["security"] for s in next(iter(req.values()))}
+            assert len(scopes) == 1 and scopes <= {"read", "submit", "review", "admin"}, (method, path)
+            seen += 1
+    assert seen >= 25
+
+
+# ---------------------------------------------------------------------------------------------- two tenants
+
+
+class Tenant:
+    def __init__(self, client: TestClient[Any], settings: Settings, name: str) -> None:
+        self.name = name
+        self.client = client
+        self.token = issue_test_key(settings, tenant=name, scopes=("admin",))
+
+    def __call__(self, method: str, path: str, **kw: Any) -> Any:
+        headers = {**kw.pop("headers", {}), **bearer(self.token)}
+        return self.client.request(method, path, headers=headers, **kw)
+
+
+def test_two_tenants_never_see_or_change_each_others_data(
+    app_client: TestClient[Any], settings: Settings, sn12_index: NoveltyIndex
+) -> None:
+    """Tenant A creates one of everything; tenant B walks every route of the app with A's ids. A route added without
+    a line here fails the coverage check at the end."""
+    a = Tenant(app_client, settings, f"test-a-{uuid.uuid4().hex[:8]}")
+    b = Tenant(app_client, settings, f"test-b-{uuid.uuid4().hex[:8]}")
+    aid = a("POST", "/v1/assessments", json=BODY).json()["id"]
+    bid = a("POST", "/v1/batches", json={"items": [BODY]}).json()["id"]
+    run_worker_burst(settings)
+    item = a("GET", "/v1/review/queue", params={"scope": "all"}).json()["items"][0]["id"]
+    lease = a("POST", "/v1/review/claims", json={"reviewer": "ana", "n": 1, "scope": "all"}).json()["lease_id"]
+    assert a("POST", f"/v1/review/items/{item}/verdict", json={"reviewer": "ana", "label": "MAJOR"}).status_code == 201
+    adj = a("POST", "/v1/adjudications", json={"item_id": item, "reference": "so"}).json()["id"]
+    a_key = a("POST", "/v1/keys", json={"name": "second", "scopes": ["read"]}).json()["record"]["key_id"]
+    catalog = app_client.app.state.resources.catalog
+    model = catalog.add_fitted(a.name, _model)
+    secret_a = a("GET", "/v1/callbacks/secret").json()["secret"]
+
+    checks: dict[tuple[str, str], Callable[[], None]] = {}
+
+    def expect(method: str, template: str, path: str, status: int, **kw: Any) -> None:
+        def check() -> None:
+            r = b(method, path, **kw)
+            assert r.status_code == status, (method, path, r.status_code, r.text)
+
+        checks[(method, template)] = check
+
+    def expect_own(method: str, template: str, path: str, check_body: Callable[[Any], bool], **kw: Any) -> None:
+        def check() -> None:
+            r = b(method, path, **kw)
+            assert r.status_code < 300 and check_body(r), (method, path, r.text)
+
+        checks[(method, template)] = check
+
+    expect("GET", "/v1/assessments/{assessment_id:str}", f"/v1/assessments/{aid}", 404)
+    expect("GET", "/v1/batches/{batch_id:str}", f"/v1/batches/{bid}", 404)
+    expect("GET", "/v1/batches/{batch_id:str}/results", f"/v1/batches/{bid}/results", 404)
+    expect_own("GET", "/v1/review/queue", "/v1/review/queue?scope=all&status=any", lambda r: r.json()["total"] == 0)
+    expect_own(
+        "POST",
+        "/v1/review/claims",
+        "/v1/review/claims",
+        lambda r: r.json()["items"] == [],
+        json={"reviewer": "bob", "n": 5, "scope": "all"},
+    )
+    expect(
+        "POST",
+        "/v1/review/claims/{lease_id:str}/renew",
+        f"/v1/review/claims/{lease}/renew",
+        404,
+        json={"reviewer": "ana"},
+    )
+    expect("DELETE", "/v1/review/claims/{lease_id:str}", f"/v1/review/claims/{lease}", 404)
+    expect("GET", "/v1/review/items/{item_id:str}", f"/v1/review/items/{item}", 404)
+    expect(
+        "POST",
+        "/v1/review/items/{item_id:str}/verdict",
+        f"/v1/review/items/{item}/verdict",
+        404,
+        json={"reviewer": "bob", "label": "VALID"},
+    )
+    expect_own(
+        "GET", "/v1/review/items/{item_id:str}/verdicts", f"/v1/review/items/{item}/verdicts", lambda r: r.json() == []
+    )
+    expect("POST", "/v1/adjudications", "/v1/adjudications", 404, json={"item_id": item, "reference": "so"})
+    expect_own("GET", "/v1/adjudications", "/v1/adjudications", lambda r: r.json() == [])
+    expect("GET", "/v1/adjudications/{adjudication_id:str}", f"/v1/adjudications/{adj}", 404)
+    expect_own("GET", "/v1/calibration/report", "/v1/calibration/report", lambda r: r.json()["labels"]["items"] == 0)
+    expect_own("GET", "/v1/calibration/report.svg", "/v1/calibration/report.svg", lambda r: "0 items" in r.text)
+    expect_own(
+        "GET",
+        "/v1/calibration/models",
+        "/v1/calibration/models",
+        lambda r: model.name not in {m["name"] for m in r.json()},
+    )
+    expect("POST", "/v1/calibration/models/{name:str}/activate", f"/v1/calibration/models/{model.name}/activate", 404)
+    expect("POST", "/v1/calibration/fits", "/v1/calibration/fits", 422, json={})  # B has no labels: A's do not count
+    expect_own("GET", "/v1/keys", "/v1/keys", lambda r: {k["tenant"] for k in r.json()} == {b.name})
+    expect("DELETE", "/v1/keys/{key_id:str}", f"/v1/keys/{a_key}", 404)
+    expect_own(
+        "POST",
+        "/v1/keys",
+        "/v1/keys",
+        lambda r: r.json()["record"]["tenant"] == b.name,
+        json={"name": "mine", "scopes": ["read"]},
+    )
+    expect_own("GET", "/v1/callbacks/secret", "/v1/callbacks/secret", lambda r: r.json()["secret"] != secret_a)
+    expect_own(
+        "POST", "/v1/callbacks/secret/rotate", "/v1/callbacks/secret/rotate", lambda r: r.json()["tenant"] == b.name
+    )
+    # routes without tenant data: B gets its own answer, A's data is not involved
+    expect_own("POST", "/v1/assessments", "/v1/assessments", lambda r: r.json()["id"] != aid, json=BODY)
+    expect_own("POST", "/v1/batches", "/v1/batches", lambda r: r.json()["id"] != bid, json={"items": [BODY]})
+    expect_own(
+        "POST",
+        "/v1/batches/ndjson",
+        "/v1/batches/ndjson",
+        lambda r: r.json()["total"] == 1,
+        content=__import__("json").dumps(BODY).encode(),
+        headers={"content-type": "application/x-ndjson"},
+    )
+    expect_own("POST", "/v1/novelty", "/v1/novelty", lambda r: "index" in r.json(), json={"text": SOURCE})
+    expect_own("GET", "/v1/novelty/{passage_id:str}", "/v1/novelty/sn22.76:7", lambda r: "index" in r.json())
+    expect_own("GET", "/metrics", "/metrics", lambda r: "trisk_http_requests_total" in r.text)
+
+    for check in checks.values():
+        check()
+    # and A's data is all still there, untouched by B's attempts
+    assert a("GET", f"/v1/assessments/{aid}").json()["status"] == "done"
+    assert [v["reviewer"] for v in a("GET", f"/v1/review/items/{item}/verdicts").json()] == ["ana"]
+    assert a("GET", f"/v1/review/items/{item}").json()["item"]["status"] == "leased"
+    assert a("GET", "/v1/callbacks/secret").json()["secret"] == secret_a
+
+    routes = {
+        (method, route.path)
+        for route in app_client.app.routes
+        for handler in getattr(route, "route_handlers", [])
+        for method in handler.http_methods
+        if method != "OPTIONS" and not route.path.startswith(("/health", "/schema"))
+    }
+    assert routes - set(checks) == set(), "routes the two-tenant walk does not cover"
+
+
+def _model(name: str) -> RiskModel:
+    return RiskModel(
+        name=name,
+        version="1.0.0",
+        description="a fitted model of tenant A",
+        requires_peers=False,
+        signals=[SignalWeight(name="novelty", weight=1.0, mean=0.0, sd=1.0)],
+        reference=ReferenceDistribution(data="t", n=2, quantiles=[0.0, 1.0]),
+    )
+
+
+# ------------------------------------------------------------------------------------------------- limits
+
+
+def test_rate_limit_per_key_and_tenant(sn12_index: NoveltyIndex, settings: Settings) -> None:
+    limited = replace(settings, api=replace(settings.api, rate_per_key=3, rate_per_tenant=5))
+    tenant = f"test-rl-{uuid.uuid4().hex[:8]}"
+    one, two = issue_test_key(limited, tenant, ("read",)), issue_test_key(limited, tenant, ("read",))
+    app = create_app(limited, resources=Resources(settings=limited, indexes={"pli": sn12_index}))
+    with TestClient(app=app) as tc:
+        first = tc.get("/v1/novelty/sn22.76:7", headers=bearer(one))
+        assert first.status_code == 200
+        assert first.headers["ratelimit-policy"] == '"key";q=3;w=60, "tenant";q=5;w=60'
+        assert first.headers["ratelimit"].startswith('"key";r=2;t=')
+        assert [tc.get("/v1/novelty/sn22.76:7", headers=bearer(one)).status_code for _ in range(3)] == [200, 200, 429]
+        refused = tc.get("/v1/novelty/sn22.76:7", headers=bearer(one))
+        assert refused.status_code == 429 and refused.headers["content-type"].startswith("application/problem+json")
+        assert 1 <= int(refused.headers["retry-after"]) <= 60 and refused.json()["limit"] == "key"
+        # the other key of the tenant has its own three, until the tenant's five are spent
+        assert [tc.get("/v1/novelty/sn22.76:7", headers=bearer(two)).status_code for _ in range(3)] == [200, 200, 429]
+        assert tc.get("/v1/novelty/sn22.76:7", headers=bearer(two)).json()["limit"] == "tenant"
+        assert tc.get("/health/live").status_code == 200  # health is never limited
+
+
+def test_keys_cli_create_list_revoke(settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    tenant = f"test-cli-{uuid.uuid4().hex[:8]}"
+    assert cli(["keys", "create", "--tenant", tenant, "--name", "ci", "--scopes", "submit,read"]) == 0
+    token = capsys.readouterr().out.strip().splitlines()[-1]
+    key_id = token.split("_")[1]
+    assert cli(["keys", "list", "--tenant", tenant]) == 0
+    listing = capsys.readouterr().out
+    assert key_id in listing and "active" in listing and token.split("_")[2] not in listing  # never the secret
+    assert cli(["keys", "revoke", key_id]) == 0
+    assert cli(["keys", "list", "--tenant", tenant]) == 0
+    assert "revoked" in capsys.readouterr().out
+    stored = AccessStore(open_store(settings.durable)).find_key(key_id)
+    assert stored is not None and stored.revoked_at is not None and stored.scopes == ["read", "submit"]
+
+
+def test_local_admin_key_file_is_kept_while_valid(settings: Settings, tmp_path: Any) -> None:
+    path = tmp_path / "admin-key"
+    assert cli(["keys", "local-admin", "--file", str(path)]) == 0
+    first = path.read_text().strip()
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    assert cli(["keys", "local-admin", "--file", str(path)]) == 0
+    assert path.read_text().strip() == first  # valid: kept
+    AccessStore(open_store(settings.durable)).revoke_key(first.split("_")[1])
+    assert cli(["keys", "local-admin", "--file", str(path)]) == 0
+    assert path.read_text().strip() != first  # revoked: replaced
+
+
+def test_security_headers_and_cors(sn12_index: NoveltyIndex, settings: Settings, app_client: TestClient[Any]) -> None:
+    r = app_client.get("/health/live", headers={"Origin": "https://evil.example"})
+    assert r.headers["x-content-type-options"] == "nosniff" and r.headers["x-frame-options"] == "DENY"
+    assert r.headers["referrer-policy"] == "no-referrer" and r.headers["cache-control"] == "no-store"
+    assert len(r.headers["x-request-id"]) == 32
+    assert "access-control-allow-origin" not in r.headers  # CORS is off by default
+    assert app_client.get("/health/live", headers={"X-Request-ID": "abc-123"}).headers["x-request-id"] == "abc-123"
+    cors = replace(settings, api=replace(settings.api, cors_allow_origins="https://review.example"))
+    app = create_app(cors, resources=Resources(settings=cors, indexes={"pli": sn12_index}))
+    with TestClient(app=app) as tc:
+        ok = tc.get("/health/live", headers={"Origin": "https://review.example"})
+        assert ok.headers["access-control-allow-origin"] == "https://review.example"
+        other = tc.get("/health/live", headers={"Origin": "https://evil.example"})
+        assert "access-control-allow-origin" not in other.headers

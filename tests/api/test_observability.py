@@ -1,0 +1,112 @@
+"""What ops read: Prometheus metrics per route template and per job, structured JSON logs with the request, tenant
+and assessment ids, and never a key or a text body in any log line."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+
+from service.core.settings import Settings
+from service.core.telemetry import JsonFormatter, log_context
+from tests.conftest import TEST_TENANT
+from tests.worker_support import run_worker_burst
+
+SECRET_TEXT = f"a candidate text nobody may log {uuid.uuid4().hex}"
+
+
+def _sample(name: str, labels: dict[str, str]) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_metrics_per_route_template_and_queue_depth(client: Any) -> None:
+    before = _sample(
+        "trisk_http_requests_total", {"method": "GET", "route": "/v1/assessments/{assessment_id}", "status": "404"}
+    )
+    for _ in range(3):
+        assert client.get(f"/v1/assessments/{uuid.uuid4().hex}").status_code == 404
+    text = client.get("/metrics").text
+    after = _sample(
+        "trisk_http_requests_total", {"method": "GET", "route": "/v1/assessments/{assessment_id}", "status": "404"}
+    )
+    assert after - before == 3
+    assert "trisk_http_request_duration_seconds_bucket" in text and "trisk_queue_depth{" in text
+    assert "/v1/assessments/0" not in text  # ids never become labels
+
+
+def test_job_metrics_count_outcomes(client: Any, test_settings: Settings) -> None:
+    settings = replace(test_settings, redis=replace(test_settings.redis, queue_name=f"trisk:test:{uuid.uuid4().hex}:q"))
+    before = _sample("trisk_job_duration_seconds_count", {"job": "assess_cheap", "outcome": "done"})
+    # the client's app enqueues on test_settings' queue: run a worker on that queue
+    body = {
+        "source": {"text": "Evaṃ me sutaṃ. Ekaṃ samayaṃ bhagavā.", "lang": "pli"},
+        "candidates": [{"id": "a", "text": "Thus have I heard."}],
+        "checks": ["hard_flags"],
+    }
+    client.post("/v1/assessments", json=body)
+    run_worker_burst(test_settings)
+    assert _sample("trisk_job_duration_seconds_count", {"job": "assess_cheap", "outcome": "done"}) >= before + 1
+    del settings
+
+
+def test_json_log_lines_carry_the_context() -> None:
+    formatter = JsonFormatter()
+    record = logging.LogRecord("trisk.test", logging.WARNING, __file__, 1, "job %s failed", ("x",), None)
+    with log_context(request_id="r-1", tenant="t-1", assessment_id="a-1"):
+        line = json.loads(formatter.format(record))
+    assert line == {
+        "ts": pytest.approx(record.created, abs=0.01),
+        "level": "warning",
+        "logger": "trisk.test",
+        "msg": "job x failed",
+        "request_id": "r-1",
+        "tenant": "t-1",
+        "assessment_id": "a-1",
+    }
+    assert "request_id" not in json.loads(formatter.format(record))  # outside the block: no stale context
+
+
+def test_no_key_and_no_text_ever_reach_the_logs(
+    client: Any, test_settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    token = client.headers["Authorization"].removeprefix("Bearer ")
+    formatter = JsonFormatter()
+    lines: list[str] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(formatter.format(record))
+
+    handler = Capture(level=logging.DEBUG)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    old = root.level
+    root.setLevel(logging.DEBUG)
+    try:
+        body = {
+            "source": {"text": "Evaṃ me sutaṃ.", "lang": "pli"},
+            "candidates": [{"id": "a", "text": SECRET_TEXT}, {"id": "b", "text": "x" * 60_000}],
+        }
+        assert client.post("/v1/assessments", json=body).status_code == 422  # over-long: its detail names no text
+        ok = client.post("/v1/assessments", json={**body, "candidates": body["candidates"][:1]})
+        assert ok.status_code == 202
+        client.get("/v1/review/queue", headers={"X-Request-ID": "trace-me"})
+        run_worker_burst(test_settings)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old)
+    assert lines, "nothing was logged at all"
+    blob = "\n".join(lines)
+    assert token not in blob and token.split("_")[2] not in blob
+    assert SECRET_TEXT not in blob and "x" * 200 not in blob
+    parsed = [json.loads(line) for line in lines]
+    worker = [p for p in parsed if p.get("assessment_id") == ok.json()["id"]]
+    assert worker and {p["tenant"] for p in worker} == {TEST_TENANT}  # the job's lines say whose work it is
+    access = [p for p in parsed if p["logger"] == "trisk.access" and p.get("request_id") == "trace-me"]
+    assert [a["msg"].split(" ")[:3] for a in access] == [["GET", "/v1/review/queue", "200"]]
+    assert access[0]["tenant"] == TEST_TENANT

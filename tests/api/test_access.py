@@ -116,6 +116,13 @@ def test_scopes(
         assert r.json()["required_scope"] in ("submit", "review", "admin")
 
 
+def test_a_query_parameter_given_twice_is_malformed(app_client: TestClient[Any], settings: Settings) -> None:
+    token = issue_test_key(settings, scopes=("review",))
+    r = app_client.get("/v1/adjudications?item_id=a&item_id=b", headers=bearer(token))
+    assert r.status_code == 400 and "given 2 times" in r.json()["detail"]
+    assert app_client.get("/v1/adjudications?item_id=a", headers=bearer(token)).status_code == 200
+
+
 def test_openapi_declares_the_schemes_and_each_routes_scope(app_client: TestClient[Any]) -> None:
     doc = app_client.get("/schema/openapi.json").json()
     assert set(doc["components"]["securitySchemes"]) == {"bearerAuth", "apiKeyHeader"}

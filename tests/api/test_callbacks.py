@@ -3,6 +3,8 @@ signed payloads a receiver can verify."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import http.server
 import ipaddress
 import json
@@ -170,6 +172,9 @@ def test_payloads_are_signed_with_the_tenants_secret(local_client: tuple[Any, Se
     stamp = int(headers["trisk-signature"].split(",")[0].removeprefix("t="))
     assert not verify(secret, headers["trisk-signature"], body, now=stamp + 3600)  # a stale replay
     assert sign(secret, stamp, body) == headers["trisk-signature"]
+    # what the README tells a receiver to compute, written out independently of the service's own helper
+    expected = hmac.new(secret, f"{stamp}.".encode() + body, hashlib.sha256).hexdigest()
+    assert headers["trisk-signature"] == f"t={stamp},v1={expected}"
 
 
 def test_redirects_are_not_followed(local_client: tuple[Any, Settings]) -> None:

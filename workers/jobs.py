@@ -21,7 +21,10 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from service.core.judge_jobs import JobKind
 
 import httpx
 import redis.exceptions
@@ -58,6 +61,7 @@ __all__ = [
     "assess_llm",
     "deliver_callback",
     "finalize",
+    "judge",
     "llm_for",
     "retry_delay",
     "shutdown",
@@ -521,6 +525,43 @@ async def deliver_callback(ctx: dict[str, Any], tenant: str, aid: str) -> str:
     cb.last_error = None
     await store.put_callback(tenant, aid, cb)
     return "delivered"
+
+
+async def judge(ctx: dict[str, Any], tenant: str, kind: str, jid: str) -> str:
+    """A companion judge job (Poller evaluation, MATA grades, multiple-choice run): run its plan, store the result
+    once; transient failures are retried like the assessment jobs', the last try records the failure."""
+    from service.core.judge_jobs import JudgeJobStore, run_judge_job
+
+    store = JudgeJobStore(ctx["redis_client"], retention_seconds=ctx["settings"].redis.retention_seconds)
+    kind_ = cast("JobKind", kind)
+    with log_context(tenant=tenant, assessment_id=jid), timed_job(f"judge_{kind}") as timing:
+        try:
+            job = await store.get(tenant, kind_, jid)
+        except NotFound:
+            timing["outcome"] = "gone"
+            return "gone"
+        if job.result is not None or job.failed is not None:
+            timing["outcome"] = "already"
+            return "already finished"
+        tries = int(ctx.get("job_try", 1))
+        if tries > MAX_TRIES:
+            await store.mark_failed(tenant, kind_, jid, f"gave up after {MAX_TRIES} tries: the worker was lost")
+            timing["outcome"] = "gave"
+            return "gave up"
+        await store.mark_started(tenant, kind_, jid)
+        try:
+            result = await run_judge_job(kind, llm_for(ctx, tenant), job.plan, ctx["settings"].llm)
+            await store.put_result(tenant, kind_, jid, result)
+        except Exception as exc:
+            CHECK_FAILURES.labels(f"judge_{kind}").inc()
+            if isinstance(exc, TRANSIENT) and tries < MAX_TRIES:
+                raise Retry(defer=ctx["retry_delay"](tries)) from exc
+            await store.mark_failed(tenant, kind_, jid, _reason(exc))
+            timing["outcome"] = "failed"
+            return "failed"
+        timing["outcome"] = "done"
+        logger.info("judge_%s try %s: done", kind, tries)
+        return "done"
 
 
 @_observed("adjudicate")

@@ -10,7 +10,16 @@ from arq.worker import func
 
 from service.core.settings import get_settings
 from service.core.telemetry import configure_logging, start_metrics_server
-from workers.jobs import MAX_TRIES, adjudicate, assess_cheap, assess_llm, deliver_callback, shutdown, startup
+from workers.jobs import (
+    MAX_TRIES,
+    adjudicate,
+    assess_cheap,
+    assess_llm,
+    deliver_callback,
+    judge,
+    shutdown,
+    startup,
+)
 
 __all__ = ["WorkerSettings"]
 
@@ -37,6 +46,7 @@ class WorkerSettings:
             deliver_callback, name="deliver_callback", timeout=30, max_tries=max(1, _settings.jobs.callback_max_tries)
         ),
         func(adjudicate, name="adjudicate", timeout=600, max_tries=MAX_TRIES),
+        func(judge, name="judge", timeout=900, max_tries=MAX_TRIES + 1),
     ]
     on_startup = on_worker_start
     on_shutdown = shutdown

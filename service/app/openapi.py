@@ -110,4 +110,6 @@ def openapi_document() -> str:
     from service.core.settings import get_settings
 
     app = create_app(resources=Resources(settings=get_settings()))
-    return json.dumps(app.openapi_schema.to_schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    # through msgspec first: defaults of struct-typed fields are structs, which the json module cannot encode
+    plain = json.loads(msgspec.json.encode(app.openapi_schema.to_schema()))
+    return json.dumps(plain, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

@@ -25,8 +25,11 @@ from service.app.calibration.controllers import CalibrationController
 from service.app.deps import dependencies
 from service.app.health.controllers import HealthController
 from service.app.keys.controllers import CallbackSecretController, KeyController
+from service.app.mata.controllers import MataController
 from service.app.metrics.controllers import MetricsController, refresh_queue_depth
 from service.app.novelty.controllers import NoveltyController
+from service.app.personas.controllers import PersonaController
+from service.app.poller.controllers import PollerController
 from service.app.problems import exception_handlers
 from service.app.resources import Resources, open_queue
 from service.app.review.controllers import AdjudicationController, ReviewController
@@ -76,6 +79,9 @@ class TriskPlugin(InitPluginProtocol):
                 CalibrationController,
                 KeyController,
                 CallbackSecretController,
+                PersonaController,
+                PollerController,
+                MataController,
             ]
         )
         if not self.settings.api.metrics_port:

@@ -170,6 +170,10 @@ def test_two_tenants_never_see_or_change_each_others_data(
     catalog = app_client.app.state.resources.catalog
     model = catalog.add_fitted(a.name, _model)
     secret_a = a("GET", "/v1/callbacks/secret").json()["secret"]
+    persona = a("POST", "/v1/personas", json=PERSONA).json()["id"]
+    evaluation = a("POST", "/v1/poller/evaluations", json={**POLLER, "persona_id": persona}).json()["id"]
+    grades = a("POST", "/v1/mata/grades", json=GRADE).json()["id"]
+    mcq_run = a("POST", "/v1/mata/mcq-runs", json={"model": "m", "items": [MCQ]}).json()["id"]
 
     checks: dict[tuple[str, str], Callable[[], None]] = {}
 
@@ -243,7 +247,61 @@ def test_two_tenants_never_see_or_change_each_others_data(
     expect_own(
         "POST", "/v1/callbacks/secret/rotate", "/v1/callbacks/secret/rotate", lambda r: r.json()["tenant"] == b.name
     )
+    personas = "/v1/personas/{persona_id:str}"
+    expect_own("GET", "/v1/personas", "/v1/personas", lambda r: r.json() == [])
+    expect("GET", personas, f"/v1/personas/{persona}", 404)
+    expect("GET", f"{personas}/versions", f"/v1/personas/{persona}/versions", 404)
+    expect("PUT", personas, f"/v1/personas/{persona}", 404, json={**PERSONA, "author": "stolen"})
+    expect("DELETE", personas, f"/v1/personas/{persona}", 404)
+    expect("POST", "/v1/poller/evaluations", "/v1/poller/evaluations", 404, json={**POLLER, "persona_id": persona})
+    expect("GET", "/v1/poller/evaluations/{evaluation_id:str}", f"/v1/poller/evaluations/{evaluation}", 404)
+    expect(
+        "POST",
+        "/v1/poller/agreement/stored",
+        "/v1/poller/agreement/stored",
+        404,
+        json={"human": [{"item_id": "r", "scores": {"content": 80}}], "evaluations": [{"evaluation_id": evaluation}]},
+    )
+    expect("GET", "/v1/mata/grades/{grade_id:str}", f"/v1/mata/grades/{grades}", 404)
+    expect("GET", "/v1/mata/mcq-runs/{run_id:str}", f"/v1/mata/mcq-runs/{mcq_run}", 404)
     # routes without tenant data: B gets its own answer, A's data is not involved
+    expect_own("POST", "/v1/personas", "/v1/personas", lambda r: r.json()["id"] != persona, json=PERSONA)
+    expect_own(
+        "POST",
+        "/v1/poller/evaluations",
+        "/v1/poller/evaluations",
+        lambda r: r.json()["id"] != evaluation,
+        json={**POLLER, "strategy": "P0"},
+    )
+    expect_own(
+        "POST",
+        "/v1/poller/agreement",
+        "/v1/poller/agreement",
+        lambda r: r.json()["n_items"] == 1,
+        json={"human": [{"item_id": "r", "scores": {"content": 80}}],
+              "systems": [{"name": "s", "items": [{"item_id": "r", "scores": {"content": 90}}]}],
+              "bootstrap": {"resamples": 100}},
+    )  # fmt: skip
+    expect_own("POST", "/v1/mata/grades", "/v1/mata/grades", lambda r: r.json()["id"] != grades, json=GRADE)
+    expect_own(
+        "POST", "/v1/mata/grades/batch", "/v1/mata/grades/batch", lambda r: len(r.json()["results"]) == 1,
+        json={"items": [GRADE]},
+    )  # fmt: skip
+    expect_own("POST", "/v1/mata/mcq-answers", "/v1/mata/mcq-answers", lambda r: r.json()["choice"] == "B",
+               json={"text": "ANSWER: B"})  # fmt: skip
+    expect_own("POST", "/v1/mata/mcq-variants", "/v1/mata/mcq-variants", lambda r: len(r.json()) == 6,
+               json={"item": MCQ})  # fmt: skip
+    expect_own("POST", "/v1/mata/mcq-runs", "/v1/mata/mcq-runs", lambda r: r.json()["id"] != mcq_run,
+               json={"model": "m", "items": [MCQ]})  # fmt: skip
+    expect_own(
+        "POST",
+        "/v1/mata/agreement",
+        "/v1/mata/agreement",
+        lambda r: r.json()["n_items"] == 1,
+        json={"judge": {"rater": "j", "labels": [{"item_id": "1", "label": "correct"}]},
+              "humans": [{"rater": "h", "labels": [{"item_id": "1", "label": "correct"}]}],
+              "bootstrap": {"resamples": 100}},
+    )  # fmt: skip
     expect_own("POST", "/v1/assessments", "/v1/assessments", lambda r: r.json()["id"] != aid, json=BODY)
     expect_own("POST", "/v1/batches", "/v1/batches", lambda r: r.json()["id"] != bid, json={"items": [BODY]})
     expect_own(
@@ -265,6 +323,8 @@ def test_two_tenants_never_see_or_change_each_others_data(
     assert [v["reviewer"] for v in a("GET", f"/v1/review/items/{item}/verdicts").json()] == ["ana"]
     assert a("GET", f"/v1/review/items/{item}").json()["item"]["status"] == "leased"
     assert a("GET", "/v1/callbacks/secret").json()["secret"] == secret_a
+    assert len(a("GET", f"/v1/personas/{persona}/versions").json()) == 1
+    assert a("GET", f"/v1/poller/evaluations/{evaluation}").json()["result"]["signature"]["persona_id"] == persona
 
     routes = {
         (method, route.path)
@@ -274,6 +334,12 @@ def test_two_tenants_never_see_or_change_each_others_data(
         if method != "OPTIONS" and not route.path.startswith(("/health", "/schema"))
     }
     assert routes - set(checks) == set(), "routes the two-tenant walk does not cover"
+
+
+PERSONA = {"author": "Bei Dao", "basic_information": "Born in Beijing in 1949."}
+POLLER = {"poem": {"text": "卑鄙是卑鄙者的通行证"}, "interpretation": "An answer to an era of lies."}
+GRADE = {"question": "2 + 2?", "answer": "4", "response": "four"}
+MCQ = {"id": "q", "question": "2 + 2?", "options": [{"text": "3"}, {"text": "4", "correct": True}, {"text": "5"}]}
 
 
 def _model(name: str) -> RiskModel:
@@ -317,7 +383,7 @@ def test_keys_cli_create_list_revoke(settings: Settings, capsys: pytest.CaptureF
     key_id = token.split("_")[1]
     assert cli(["keys", "list", "--tenant", tenant]) == 0
     listing = capsys.readouterr().out
-    assert key_id in listing and "active" in listing and token.split("_")[2] not in listing  # never the secret
+    assert key_id in listing and "active" in listing and token.split("_", 2)[2] not in listing  # never the secret
     assert cli(["keys", "revoke", key_id]) == 0
     assert cli(["keys", "list", "--tenant", tenant]) == 0
     assert "revoked" in capsys.readouterr().out

@@ -26,7 +26,9 @@ from service.core.durable import (
     make_engine,
 )
 from service.core.durable.access import AccessStore
+from service.core.durable.personas import PersonaStore
 from service.core.durable.schema import metadata
+from service.core.poller import Persona
 from service.core.review.adjudication_jobs import store_once
 from service.core.settings import DurableSettings
 from tests.durable_support import PostgresServer, migrated_store
@@ -211,6 +213,7 @@ def test_every_table_says_whether_it_is_append_only() -> None:
         "callback_secrets",
         "fits",
         "model_activations",
+        "persona_versions",
         "risk_models",
         "verdicts",
     ]
@@ -229,6 +232,7 @@ def _one_row_each(store: DurableStore, tenant: str) -> None:
     access.add_key(key)
     access.revoke_key(key.key_id)
     access.callback_secret(tenant)
+    PersonaStore(store).create(tenant, Persona(author="Bei Dao", basic_information="Born in Beijing in 1949."))
 
 
 @pytest.mark.parametrize("table", APPEND_ONLY)

@@ -20,6 +20,7 @@ __all__ = [
     "fits",
     "metadata",
     "model_activations",
+    "persona_versions",
     "risk_models",
     "verdicts",
 ]
@@ -158,6 +159,22 @@ callback_secrets = sa.Table(
     sa.Column("secret", sa.Text, nullable=False),
     sa.Column("created_at", Time, nullable=False),
     sa.Index("callback_secrets_tenant", "tenant", "id"),
+    sqlite_autoincrement=True,
+    info={"append_only": True},
+)
+
+# every version of every persona (Poller): a change adds a version, a deletion adds a tombstone; never edited
+persona_versions = sa.Table(
+    "persona_versions",
+    metadata,
+    sa.Column("id", Serial, primary_key=True, autoincrement=True),
+    sa.Column("tenant", sa.Text, nullable=False),
+    sa.Column("persona_id", sa.Text, nullable=False),
+    sa.Column("version", sa.Text, nullable=False),  # sha256 of the persona's text ("" for a tombstone)
+    sa.Column("body", sa.Text, nullable=False),  # the Persona's JSON ("" for a tombstone)
+    sa.Column("deleted", sa.Boolean, nullable=False),
+    sa.Column("created_at", Time, nullable=False),
+    sa.Index("persona_versions_persona", "tenant", "persona_id", "id"),
     sqlite_autoincrement=True,
     info={"append_only": True},
 )

@@ -1,0 +1,1 @@
+"""Personas of poets: the authors the Poller judge plays, versioned."""

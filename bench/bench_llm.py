@@ -1,12 +1,20 @@
-"""LLM judge benchmark against the local OpenAI-protocol server: overhead, concurrency cap, cascade savings.
+"""LLM judge benchmarks. Default: against the scripted OpenAI-protocol server (tests/fakes), the client's overhead,
+its concurrency cap and the cascade's savings. ``--local N``: answers first against the real local model server
+(scripts/local-llm.sh, llama.cpp with SmolLM2-135M): N PaliBench dev passages through a real API and worker with the
+LLM tier on, timing each assessment to its cheap-tier result (status partial) and to its final result.
 
-Run from the repository root: ``/work/venv/bin/python bench/bench_llm.py [--candidates 1000]``.
+Run from the repository root:
+    .venv/bin/python bench/bench_llm.py [--candidates 1000]
+    .venv/bin/python bench/bench_llm.py --local 6 [--deadline 120] [--budget 0.2]
+(``--local`` needs the index, ``make index``, and the local server's build, ``scripts/local-llm.sh install``; the
+small model's judge scores are worth nothing: only the times and statuses are the point.)
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import sys
 import time
@@ -28,6 +36,9 @@ from service.core.llm import (
 )
 from service.core.settings import LLMSettings
 from tests.fakes.openai_server import FakeOpenAIServer
+
+REPO = Path(__file__).resolve().parents[1]
+LOCAL_CHECKS = ["peer_distance", "length_ratio", "hard_flags", "critical", "gemba", "backtranslation"]
 
 SOURCE = (
     "Evaṁ me sutaṁ—ekaṁ samayaṁ bhagavā sāvatthiyaṁ viharati jetavane anāthapiṇḍikassa ārāme. Tatra kho bhagavā "
@@ -190,13 +201,130 @@ async def cascade_calls(server: FakeOpenAIServer, n: int) -> None:
         )
 
 
+def _local_models_dir(root: Path, model: str) -> Path:
+    """The repository's models with one judge panel: the local server's model."""
+    models = root / "models"
+    (models / "panels").mkdir(parents=True)
+    for sub in ("risk", "length", "critical", "embeddings"):
+        (models / sub).symlink_to(REPO / "models" / sub)
+    # the local model's family is none of the known ones; no candidate here comes from it, so nothing is excluded
+    panel = {"name": "local", "version": "1", "judges": [{"id": "smollm", "model": model, "family": "meta"}]}
+    (models / "panels" / "local.json").write_text(json.dumps(panel))
+    return models
+
+
+def answers_first(n: int, deadline: float, budget: float) -> None:
+    """Time to the cheap result and to the final result of ``n`` assessments with the LLM tier on."""
+    import tempfile
+
+    from service.core.settings import SHARED_DIR
+    from service.evaluation import Stack, load_benchmark, wait_ready
+    from tests.support.local_llm import local_llm
+
+    bench = load_benchmark(SHARED_DIR / "palibench-dev", SHARED_DIR / "corpus" / "bilara", limit=n)
+    with local_llm() as server, tempfile.TemporaryDirectory() as tmp:
+        env = {
+            "TRISK_LLM_BASE_URL": server.base_url,
+            "TRISK_LLM_PANEL": "local",
+            "TRISK_MODELS_DIR": str(_local_models_dir(Path(tmp), server.model)),
+            "TRISK_LLM_DEADLINE_SECONDS": str(deadline),
+            "TRISK_LLM_REVIEW_BUDGET": str(budget),
+            "TRISK_LLM_RPS": "0",
+        }
+        stack = Stack(None, 1, env)
+        try:
+            with httpx.Client(base_url=stack.url, timeout=60, headers={"Authorization": f"Bearer {stack.key}"}) as api:
+                wait_ready(api)
+                posted: dict[str, float] = {}
+                for p in bench.passages:
+                    body = {
+                        "source": {"text": p["source"], "lang": "pli", "ref": p["id"]},
+                        "candidates": p["candidates"],
+                        "checks": [
+                            "peer_distance",
+                            "length_ratio",
+                            "hard_flags",
+                            "critical",
+                            "gemba",
+                            "backtranslation",
+                        ],
+                    }
+                    r = api.post("/v1/assessments", json=body)
+                    r.raise_for_status()
+                    posted[r.json()["id"]] = time.monotonic()
+                cheap: dict[str, float] = {}
+                final: dict[str, dict] = {}
+                ended: dict[str, float] = {}
+                while len(final) < len(posted):
+                    for aid, t0 in posted.items():
+                        if aid in final:
+                            continue
+                        a = api.get(f"/v1/assessments/{aid}").json()
+                        if a["status"] in ("partial", "done") and aid not in cheap:
+                            cheap[aid] = time.monotonic() - t0
+                        if a["status"] in ("done", "failed"):
+                            final[aid], ended[aid] = a, time.monotonic() - t0
+                    time.sleep(0.2)
+        finally:
+            stack.close()
+    _report_answers_first(server.model, deadline, budget, posted, cheap, ended, final)
+
+
+def _report_answers_first(
+    model: str,
+    deadline: float,
+    budget: float,
+    posted: dict[str, float],
+    cheap: dict[str, float],
+    ended: dict[str, float],
+    final: dict[str, dict],
+) -> None:
+    import collections
+    import statistics
+
+    def row(label: str, xs: list[float]) -> str:
+        xs = sorted(xs)
+        p95 = xs[min(len(xs) - 1, round(0.95 * (len(xs) - 1)))]
+        return f"{label:<28}{statistics.median(xs):8.1f}{p95:8.1f}{xs[-1]:8.1f}"
+
+    candidates = sum(len(a["candidates"]) for a in final.values())
+    print(f"answers first against {model} (local llama.cpp), {len(posted)} assessments, {candidates} candidates,")
+    print(f"LLM deadline {deadline:g} s, review budget {budget:g}, one worker; seconds from POST:")
+    print(f"{'':<28}{'p50':>8}{'p95':>8}{'max':>8}")
+    print(row("cheap-tier result (partial)", list(cheap.values())))
+    print(row("final result (done)", list(ended.values())))
+    tiers = collections.Counter(a["llm_tier"]["status"] for a in final.values())
+    print("LLM tier:", dict(tiers))
+    checks: collections.Counter[str] = collections.Counter()
+    judges: collections.Counter[str] = collections.Counter()
+    cost = collections.Counter()
+    for a in final.values():
+        for name, counts in a["llm_tier"]["checks"].items():
+            for status, k in counts.items():
+                checks[f"{name}:{status}"] += k
+        for detail in ((a.get("llm") or {}).get("details") or {}).values():
+            for j in (detail.get("gemba_result") or {}).get("judges", []):
+                judges[j["status"]] += 1
+        for c in ((a.get("llm") or {}).get("judges") or {}).values():
+            cost.update({k: c[k] for k in ("calls", "completion_tokens", "timeouts", "seconds")})
+    print("checks:", dict(checks))
+    print("GEMBA judge answers:", dict(judges))
+    print("judge cost:", {k: round(v, 1) for k, v in cost.items()})
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--candidates", type=int, default=1000)
     parser.add_argument("--overhead-n", type=int, default=300)
     parser.add_argument("--concurrent", type=int, default=200)
     parser.add_argument("--max-concurrency", type=int, default=LLMSettings().max_concurrency)
+    parser.add_argument("--local", type=int, default=0, help="answers first against the local model server")
+    parser.add_argument("--deadline", type=float, default=LLMSettings().deadline_seconds)
+    parser.add_argument("--budget", type=float, default=LLMSettings().review_budget)
     args = parser.parse_args()
+    if args.local:
+        await asyncio.to_thread(answers_first, args.local, args.deadline, args.budget)
+        return
     with FakeOpenAIServer() as server:
         await overhead(server, args.overhead_n)
         await concurrency(server, args.concurrent, args.max_concurrency)

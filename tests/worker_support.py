@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import http.server
+import json
+import threading
+from collections.abc import Sequence
 from typing import Any
 
 from arq.connections import RedisSettings
@@ -23,14 +27,20 @@ class StaticIndexes:
         return self.indexes
 
 
-def run_worker_burst(settings: Settings, *, max_jobs: int = 4, ctx: dict[str, Any] | None = None) -> Any:
+def run_worker_burst(
+    settings: Settings,
+    *,
+    max_jobs: int = 4,
+    ctx: dict[str, Any] | None = None,
+    functions: Sequence[Any] | None = None,
+) -> Any:
     """Process every queued job (deferred retries included), then return the worker (its counters say how many
     jobs ran, failed and were retried). ``ctx`` overrides the worker's shared clients (fakes, counters): startup
-    keeps whatever is already there."""
+    keeps whatever is already there; ``functions`` the worker's jobs (e.g. a shorter ARQ timeout)."""
 
     async def main() -> Worker:
         worker = Worker(
-            functions=WorkerSettings.functions,
+            functions=list(functions) if functions is not None else WorkerSettings.functions,
             redis_settings=RedisSettings.from_dsn(settings.redis.url),
             queue_name=settings.redis.queue_name,
             on_startup=startup,
@@ -49,3 +59,31 @@ def run_worker_burst(settings: Settings, *, max_jobs: int = 4, ctx: dict[str, An
         return worker
 
     return asyncio.run(main())
+
+
+class CallbackReceiver:
+    """A callback endpoint answering a scripted status per request, recording what it received."""
+
+    def __init__(self, statuses: list[int]) -> None:
+        self.statuses = statuses
+        self.bodies: list[dict[str, Any]] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["content-length"]))
+                outer.bodies.append(json.loads(body))
+                status = outer.statuses[min(len(outer.bodies) - 1, len(outer.statuses) - 1)]
+                self.send_response(status)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()

@@ -2,10 +2,16 @@
 cascade), ``deliver_callback`` and ``adjudicate``; shared clients live in ``ctx``.
 
 Delivery is at least once, so every job is idempotent as a whole: it re-reads what is stored and does only what is
-missing. Each part is written once (``part:cheap``, ``part:llm``, ``final``: HSETNX; a second delivery that loses the
-race reads the winner's part). Whenever the final part exists, the tail runs (scores pooled for the budget rank,
-review items, the callback job), each step safe to repeat, until ``tail`` is marked done; a failure after the final
-write never marks the assessment failed.
+missing. Each part is written once (``part:cheap``, ``provisional``, ``part:llm``, ``final``: HSETNX; a second
+delivery that loses the race reads the winner's part). Whenever the final part exists, the tail runs (scores pooled
+for the budget rank, review items, the callback job), each step safe to repeat, until ``tail`` is marked done; a
+failure after the final write never marks the assessment failed.
+
+Answers first: when the LLM tier is to run, the cheap job publishes the cheap tier's result at once (``provisional``:
+risk, flags, budget rank; status ``partial``), puts its candidates in the review queue and queues the cheap callback
+when asked for. The LLM job is bounded by ``TRISK_LLM_DEADLINE_SECONDS`` (every judge call shares it) and whatever
+ends it (the deadline, ARQ's job timeout, a cancellation, a failure on the last try, a lost worker) leaves a final
+result: the cheap tier's risk with the reason the LLM tier stopped (``part:llm`` with status timed_out or failed).
 
 Failures: transient ones (an upstream error, Redis or the network) are retried with a growing delay up to
 ``MAX_TRIES``; anything else, or the last try, marks the assessment failed with the reason. ARQ is given one spare
@@ -21,7 +27,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 if TYPE_CHECKING:
     from service.core.judge_jobs import JobKind
@@ -40,11 +46,15 @@ from service.core.pipeline import cheap_tier, check_embedding_models, final_part
 from service.core.ratelimit import charged_to
 from service.core.records import (
     LLM_CHECKS,
+    LLM_SIGNALS,
+    CallbackEvent,
     CandidateOutcome,
     CheapPart,
+    FinalPart,
     LLMPart,
     LLMSignature,
     PromptVersion,
+    callback_events,
 )
 from service.core.risk import RiskRegistry
 from service.core.risk_catalog import ModelCatalog
@@ -63,6 +73,8 @@ __all__ = [
     "finalize",
     "judge",
     "llm_for",
+    "llm_job_timeout",
+    "publish_cheap",
     "retry_delay",
     "shutdown",
     "startup",
@@ -71,6 +83,28 @@ __all__ = [
 logger = logging.getLogger("trisk.workers")
 NO_PROVIDER = "no LLM provider configured"
 MAX_TRIES = 3  # deliveries of an assessment job that may do work; ARQ's max_tries is one more (see the docstring)
+# the LLM job's own backstop beyond its deadline (every call is already cut to the deadline; this catches the rest),
+# and ARQ's job timeout beyond that (workers/settings.py): the job's own handling always runs before ARQ's
+LLM_GRACE_SECONDS = 10.0
+LLM_JOB_MARGIN_SECONDS = 60.0
+
+
+def llm_job_timeout(settings: Settings) -> int:
+    """ARQ's timeout of an LLM-tier job (assess_llm, judge): beyond the job's own deadline and backstop, so the job
+    ends itself first (without a deadline, the longest an LLM job may run: 15 minutes)."""
+    deadline = settings.llm.deadline_seconds
+    return int(deadline + LLM_GRACE_SECONDS + LLM_JOB_MARGIN_SECONDS) if deadline > 0 else 900
+
+
+def _stopped_by_timeout(ctx: dict[str, Any], started: float) -> bool:
+    """Whether a cancelled LLM job ran into its deadline or ARQ's job timeout (``ctx["llm_job_timeout"]`` when a
+    worker sets another) rather than a worker shutdown, after which ARQ runs the job again."""
+    elapsed = time.monotonic() - started
+    deadline = ctx["settings"].llm.deadline_seconds
+    limit = float(ctx.get("llm_job_timeout") or llm_job_timeout(ctx["settings"]))
+    return deadline <= 0 or elapsed >= deadline or elapsed >= limit - 1.0
+
+
 TRANSIENT = (UpstreamError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
 
 
@@ -231,6 +265,9 @@ async def _on_failure(ctx: dict[str, Any], state: AssessmentState, exc: Exceptio
     if isinstance(exc, TRANSIENT) and tries < MAX_TRIES:
         logger.warning("assessment %s: try %s failed, retrying: %s", meta.id, tries, _reason(exc))
         raise Retry(defer=ctx["retry_delay"](tries)) from exc
+    if await _stop_llm_tier(ctx, state, "failed", _reason(exc)):
+        logger.error("assessment %s: LLM tier failed on try %s, cheap result final: %s", meta.id, tries, _reason(exc))
+        return "done; llm tier failed"
     logger.error("assessment %s failed on try %s: %s", meta.id, tries, _reason(exc))
     await store.mark_failed(meta.tenant, meta.id, _reason(exc))
     return "failed"
@@ -247,10 +284,9 @@ async def _gave_up(ctx: dict[str, Any], state: AssessmentState) -> bool:
     """A delivery beyond MAX_TRIES happens only when a worker was lost during the last try: record it and stop."""
     if int(ctx.get("job_try", 1)) <= MAX_TRIES:
         return False
-    if state.final is None:
-        await ctx["store"].mark_failed(
-            state.meta.tenant, state.meta.id, f"gave up after {MAX_TRIES} tries: the worker running it was lost"
-        )
+    reason = f"gave up after {MAX_TRIES} tries: the worker running it was lost"
+    if state.final is None and not await _stop_llm_tier(ctx, state, "failed", reason):
+        await ctx["store"].mark_failed(state.meta.tenant, state.meta.id, reason)
     return True
 
 
@@ -262,9 +298,9 @@ def _observed(job: str) -> Any:
 
     def wrap(fn: Any) -> Any:
         @functools.wraps(fn)
-        async def run(ctx: dict[str, Any], tenant: str, aid: str) -> str:
+        async def run(ctx: dict[str, Any], tenant: str, aid: str, *args: Any) -> str:
             with log_context(tenant=tenant, assessment_id=aid), timed_job(job) as timing:
-                outcome: str = await fn(ctx, tenant, aid)
+                outcome: str = await fn(ctx, tenant, aid, *args)
                 timing["outcome"] = outcome.split(";")[0].split(" ")[0]
                 logger.info("%s try %s: %s", job, ctx.get("job_try", 1), outcome)
                 return outcome
@@ -295,6 +331,7 @@ async def assess_cheap(ctx: dict[str, Any], tenant: str, aid: str) -> str:
                     part = (await store.get(tenant, aid)).cheap or part  # another delivery wrote it first
                 state.cheap = part
             if "llm" in state.meta.parts:
+                await publish_cheap(ctx, state)
                 await ctx["redis"].enqueue_job("assess_llm", tenant, aid, _job_id=f"{aid}:llm")
                 return "cheap done; llm queued"
         await finalize(ctx, state)
@@ -347,17 +384,14 @@ def _cheap_part(ctx: dict[str, Any], state: AssessmentState, novelty: Any) -> Ch
                 outcome.signals[name] = SignalSkipped(reason=error)
     wanted_llm = [c for c in state.meta.checks if c in LLM_CHECKS]
     if wanted_llm and "llm" not in state.meta.parts:
-        names = {"gemba": "gemba_mean_risk", "backtranslation": "backtranslation_chrf_risk"}
         for outcome in part.candidates.values():
             for check in wanted_llm:
-                outcome.signals[names[check]] = SignalSkipped(reason=NO_PROVIDER)
+                outcome.signals[LLM_SIGNALS[check]] = SignalSkipped(reason=NO_PROVIDER)
     return part
 
 
 @_observed("assess_llm")
 async def assess_llm(ctx: dict[str, Any], tenant: str, aid: str) -> str:
-    from service.core.llm import CascadeItem, run_cascade
-
     store: Store = ctx["store"]
     state = await _load(ctx, tenant, aid)
     if state is None:
@@ -370,34 +404,20 @@ async def assess_llm(ctx: dict[str, Any], tenant: str, aid: str) -> str:
         raise Retry(defer=2)  # the cheap part is not stored yet (should not happen: it enqueues us)
     if await _gave_up(ctx, state):
         return "gave up"
+    started = time.monotonic()
     try:
         if state.final is None and state.llm is None:
-            req = state.meta.request
-            items = [
-                CascadeItem(
-                    id=c.id,
-                    source=req.source.text,
-                    candidate=c.text,
-                    model=c.model,
-                    routing_score=state.cheap.routing.get(c.id, float("nan")),
-                )
-                for c in req.candidates
-            ]
-            result = await run_cascade(
-                llm_for(ctx, tenant),
-                items,
-                ctx["llm_panel"],
-                ctx["settings"].llm,
-                budget_fraction=req.review_budget,
-                max_calls=req.max_llm_calls,
-                gemba="gemba" in state.meta.checks,
-                backtranslation="backtranslation" in state.meta.checks,
-            )
-            part = _llm_part(ctx, result)
+            part = await _run_llm_tier(ctx, state)
             if not await store.put_llm(tenant, aid, part):
                 part = (await store.get(tenant, aid)).llm or part
             state.llm = part
         await finalize(ctx, state)
+    except asyncio.CancelledError:
+        # ARQ's job timeout: end with the cheap result and the reason, never running for good. A worker shutdown
+        # instead leaves the job to ARQ, which runs it again (a worker lost too often ends in _gave_up).
+        if _stopped_by_timeout(ctx, started):
+            await _stop_llm_tier(ctx, state, "timed_out", "the LLM job was stopped by its job timeout")
+        raise
     except Retry:
         raise
     except Exception as exc:
@@ -405,7 +425,50 @@ async def assess_llm(ctx: dict[str, Any], tenant: str, aid: str) -> str:
     return "done"
 
 
-def _llm_part(ctx: dict[str, Any], result: Any) -> LLMPart:
+def _cascade_items(state: AssessmentState) -> list[Any]:
+    from service.core.llm import CascadeItem
+
+    assert state.cheap is not None
+    req = state.meta.request
+    return [
+        CascadeItem(
+            id=c.id,
+            source=req.source.text,
+            candidate=c.text,
+            model=c.model,
+            routing_score=state.cheap.routing.get(c.id, float("nan")),
+        )
+        for c in req.candidates
+    ]
+
+
+async def _run_llm_tier(ctx: dict[str, Any], state: AssessmentState) -> LLMPart:
+    """The judge cascade within the LLM deadline; a tier that outlives it (plus a grace) stops as timed_out."""
+    from service.core.llm import CallGuard, run_cascade
+
+    settings: Settings = ctx["settings"]
+    req = state.meta.request
+    guard = CallGuard.from_settings(settings.llm)
+    deadline = settings.llm.deadline_seconds
+    try:
+        async with asyncio.timeout(deadline + LLM_GRACE_SECONDS if deadline > 0 else None):
+            result = await run_cascade(
+                llm_for(ctx, state.meta.tenant),
+                _cascade_items(state),
+                ctx["llm_panel"],
+                settings.llm,
+                budget_fraction=req.review_budget,
+                max_calls=req.max_llm_calls,
+                gemba="gemba" in state.meta.checks,
+                backtranslation="backtranslation" in state.meta.checks,
+                guard=guard,
+            )
+    except TimeoutError:
+        return _stopped_part(ctx, state, "timed_out", f"the LLM tier ran past its deadline of {deadline:g} s", guard)
+    return _llm_part(ctx, result)
+
+
+def _llm_signature(ctx: dict[str, Any]) -> LLMSignature:
     from service.core.llm import (
         BACKTRANSLATION_PROMPT_HASH,
         BACKTRANSLATION_PROMPT_VERSION,
@@ -413,14 +476,8 @@ def _llm_part(ctx: dict[str, Any], result: Any) -> LLMPart:
         GEMBA_PROMPT_VERSION,
     )
 
-    candidates: dict[str, CandidateOutcome] = {}
-    for c in result.candidates:
-        flags = list(c.gemba_result.flags) if c.gemba_result is not None else []
-        candidates[c.id] = CandidateOutcome(
-            signals={"gemba_mean_risk": c.gemba, "backtranslation_chrf_risk": c.backtranslation}, flags=flags
-        )
     panel = ctx["llm_panel"]
-    signature = LLMSignature(
+    return LLMSignature(
         panel=panel.name,
         panel_version=panel.version,
         judges=[j.model for j in panel.judges],
@@ -428,14 +485,134 @@ def _llm_part(ctx: dict[str, Any], result: Any) -> LLMPart:
         backtranslation_prompt=PromptVersion(BACKTRANSLATION_PROMPT_VERSION, BACKTRANSLATION_PROMPT_HASH),
         temperature=ctx["settings"].llm.temperature,
     )
+
+
+def _llm_part(ctx: dict[str, Any], result: Any) -> LLMPart:
+    candidates: dict[str, CandidateOutcome] = {}
+    for c in result.candidates:
+        flags = list(c.gemba_result.flags) if c.gemba_result is not None else []
+        candidates[c.id] = CandidateOutcome(
+            signals={LLM_SIGNALS["gemba"]: c.gemba, LLM_SIGNALS["backtranslation"]: c.backtranslation}, flags=flags
+        )
     return LLMPart(
         finished_at=time.time(),
         candidates=candidates,
-        signature=signature,
+        signature=_llm_signature(ctx),
         cost=result.cost,
         plan=result.plan,
         details={c.id: c for c in result.candidates},
+        judges=result.judges,
+        timed_out=result.timed_out,
+        deadline_seconds=result.deadline_seconds,
     )
+
+
+def _stopped_part(
+    ctx: dict[str, Any], state: AssessmentState, status: Literal["timed_out", "failed"], reason: str, guard: Any = None
+) -> LLMPart:
+    """The LLM part of a tier that stopped: no judge results, the reason on every LLM signal, what was planned and
+    what the judges had cost so far."""
+    from service.core.llm import Cost, plan_cascade
+
+    req = state.meta.request
+    settings: Settings = ctx["settings"]
+    wanted = [c for c in state.meta.checks if c in LLM_CHECKS]
+    skipped = SignalSkipped(reason=f"LLM tier {status.replace('_', ' ')}: {reason}")
+    plan = plan_cascade(
+        _cascade_items(state),
+        ctx["llm_panel"],
+        budget_fraction=settings.llm.review_budget if req.review_budget is None else req.review_budget,
+        max_calls=settings.llm.max_calls_per_request if req.max_llm_calls is None else req.max_llm_calls,
+        gemba="gemba" in wanted,
+        backtranslation="backtranslation" in wanted,
+    )
+    judges = dict(sorted(guard.costs.items())) if guard is not None else {}
+    total = Cost()
+    for cost in judges.values():
+        total.add(cost)
+    return LLMPart(
+        finished_at=time.time(),
+        candidates={
+            c.id: CandidateOutcome(signals={LLM_SIGNALS[w]: skipped for w in wanted}, flags=[]) for c in req.candidates
+        },
+        signature=_llm_signature(ctx),
+        cost=total,
+        plan=plan,
+        details={},
+        status=status,
+        reason=reason,
+        judges=judges,
+        timed_out=sorted(guard.benched) if guard is not None else [],
+        deadline_seconds=settings.llm.deadline_seconds,
+    )
+
+
+async def _stop_llm_tier(
+    ctx: dict[str, Any], state: AssessmentState, status: Literal["timed_out", "failed"], reason: str
+) -> bool:
+    """End an assessment whose LLM tier cannot finish with its cheap-tier result and the reason; False when there
+    is no cheap result to end with (or Redis refuses even that: then the caller records the failure)."""
+    if state.cheap is None or "llm" not in state.meta.parts:
+        return False
+    store: Store = ctx["store"]
+    meta = state.meta
+    try:
+        if state.final is None and state.llm is None:
+            part = _stopped_part(ctx, state, status, reason)
+            if not await store.put_llm(meta.tenant, meta.id, part):
+                part = (await store.get(meta.tenant, meta.id)).llm or part
+            state.llm = part
+        await finalize(ctx, state)
+    except Exception as exc:
+        logger.error("assessment %s: could not end with the cheap result: %s", meta.id, _reason(exc))
+        return False
+    return True
+
+
+async def _scored(ctx: dict[str, Any], state: AssessmentState) -> FinalPart:
+    """Risk, budget rank and flags of every candidate from what is stored (the cheap tier, and the LLM tier when
+    it is there), ranked against the tenant's pool of scores (read, not added to)."""
+    assert state.cheap is not None
+    meta = state.meta
+    registry, model_name = await asyncio.to_thread(ctx["catalog"].active_model, meta.tenant)
+    scored = final_risks(meta.request.candidates, state.cheap, state.llm, registry, model_name)
+    seen: dict[str, SeenScores] = {}
+    for rule in sorted({sc.result.rule for sc in scored.values()}):
+        scores = [scored[c.id].result.score for c in meta.request.candidates]
+        total, below = await ctx["store"].seen_counts(meta.tenant, rule, scores)
+        seen[rule] = SeenScores(total, below)
+    return final_part(meta.request.candidates, state.cheap, scored, seen)
+
+
+async def publish_cheap(ctx: dict[str, Any], state: AssessmentState) -> None:
+    """Publish the cheap tier's result while the LLM tier works (status partial): written once, then its candidates
+    join the review queue (kept as they are when already there) and the cheap callback is queued when asked for."""
+    from service.core.review import enqueue_for_review
+
+    meta = state.meta
+    store: Store = ctx["store"]
+    if state.final is not None:
+        return
+    if state.provisional is None:
+        part = await _scored(ctx, state)
+        if not await store.put_provisional(meta.tenant, meta.id, part):
+            part = (await store.get(meta.tenant, meta.id)).provisional or part
+        state.provisional = part
+    await enqueue_for_review(
+        ctx["redis"], meta.tenant, state, retention_seconds=ctx["settings"].redis.retention_seconds
+    )
+    await _queue_callback(ctx, state, "cheap")
+
+
+async def _queue_callback(ctx: dict[str, Any], state: AssessmentState, event: CallbackEvent) -> None:
+    """Queue one callback event when the request asked for it (a fixed job id: a re-run queues nothing new)."""
+    meta = state.meta
+    if event not in callback_events(meta.request):
+        return
+    job_id = f"{meta.id}:callback" if event == "final" else f"{meta.id}:callback:{event}"
+    if event != "final":  # the final callback's state is written with the assessment
+        await ctx["store"].open_callback(meta.tenant, meta.id, str(meta.request.callback_url), event)
+    await ctx["redis"].enqueue_job("deliver_callback", meta.tenant, meta.id, event, _job_id=job_id)
 
 
 async def finalize(ctx: dict[str, Any], state: AssessmentState) -> None:
@@ -444,14 +621,7 @@ async def finalize(ctx: dict[str, Any], state: AssessmentState) -> None:
     meta = state.meta
     store: Store = ctx["store"]
     if state.final is None:
-        registry, model_name = await asyncio.to_thread(ctx["catalog"].active_model, meta.tenant)
-        scored = final_risks(meta.request.candidates, state.cheap, state.llm, registry, model_name)
-        seen: dict[str, SeenScores] = {}
-        for rule in sorted({sc.result.rule for sc in scored.values()}):
-            scores = [scored[c.id].result.score for c in meta.request.candidates]
-            total, below = await store.seen_counts(meta.tenant, rule, scores)
-            seen[rule] = SeenScores(total, below)
-        part = final_part(meta.request.candidates, state.cheap, scored, seen)
+        part = await _scored(ctx, state)
         if not await store.put_final(meta.tenant, meta.id, part):
             part = await store.get_final(meta.tenant, meta.id) or part  # another delivery finished first
         state.final = part
@@ -474,16 +644,17 @@ async def _tail(ctx: dict[str, Any], state: AssessmentState) -> None:
             members.setdefault(row.risk.rule, {})[f"{meta.id}:{cid}"] = row.risk.score
     for rule, m in sorted(members.items()):
         await ctx["store"].record_scores(meta.tenant, rule, m)
+    # the final result replaces what the cheap tier put in the queue (priority, snapshot); verdicts stay
     await enqueue_for_review(
-        ctx["redis"], meta.tenant, state, retention_seconds=ctx["settings"].redis.retention_seconds
+        ctx["redis"], meta.tenant, state, retention_seconds=ctx["settings"].redis.retention_seconds, refresh=True
     )
-    if meta.request.callback_url:
-        await ctx["redis"].enqueue_job("deliver_callback", meta.tenant, meta.id, _job_id=f"{meta.id}:callback")
+    await _queue_callback(ctx, state, "final")
 
 
 @_observed("deliver_callback")
-async def deliver_callback(ctx: dict[str, Any], tenant: str, aid: str) -> str:
-    """POST the finished assessment to its callback URL; failures are recorded on the assessment, never silent."""
+async def deliver_callback(ctx: dict[str, Any], tenant: str, aid: str, event: CallbackEvent = "final") -> str:
+    """POST the assessment to its callback URL (``event``: its cheap-tier result or its final one); failures are
+    recorded on the assessment, never silent."""
     import msgspec
 
     store: Store = ctx["store"]
@@ -491,7 +662,7 @@ async def deliver_callback(ctx: dict[str, Any], tenant: str, aid: str) -> str:
         state = await store.get(tenant, aid)
     except NotFound:
         return "gone"
-    cb = state.callback
+    cb = state.callback_of(event)
     if cb is None or cb.status == "delivered":
         return "nothing to do"
     tries = int(ctx.get("job_try", 1))
@@ -510,20 +681,20 @@ async def deliver_callback(ctx: dict[str, Any], tenant: str, aid: str) -> str:
         # the name resolves to an address the policy refuses: trying again would not change that
         CHECK_FAILURES.labels("callback").inc()
         cb.last_error, cb.status = f"refused: {exc.detail}", "failed"
-        await store.put_callback(tenant, aid, cb)
+        await store.put_callback(tenant, aid, cb, event)
         return "refused"
     except httpx.HTTPError as exc:
         CHECK_FAILURES.labels("callback").inc()
         cb.last_error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         cb.status = "failed" if tries >= max_tries else "pending"
-        await store.put_callback(tenant, aid, cb)
+        await store.put_callback(tenant, aid, cb, event)
         if tries < max_tries:
             raise Retry(defer=min(300.0, backoff * 2 ** (tries - 1))) from exc
         return "failed"
     cb.status = "delivered"
     cb.delivered_at = time.time()
     cb.last_error = None
-    await store.put_callback(tenant, aid, cb)
+    await store.put_callback(tenant, aid, cb, event)
     return "delivered"
 
 
@@ -549,9 +720,15 @@ async def judge(ctx: dict[str, Any], tenant: str, kind: str, jid: str) -> str:
             timing["outcome"] = "gave"
             return "gave up"
         await store.mark_started(tenant, kind_, jid)
+        started = time.monotonic()
         try:
             result = await run_judge_job(kind, llm_for(ctx, tenant), job.plan, ctx["settings"].llm)
             await store.put_result(tenant, kind_, jid, result)
+        except asyncio.CancelledError:
+            # ARQ's job timeout: failed with the reason, never running for good; a shutdown leaves it to be re-run
+            if _stopped_by_timeout(ctx, started):
+                await store.mark_failed(tenant, kind_, jid, "the judge job was stopped by its job timeout")
+            raise
         except Exception as exc:
             CHECK_FAILURES.labels(f"judge_{kind}").inc()
             if isinstance(exc, TRANSIENT) and tries < MAX_TRIES:

@@ -17,6 +17,7 @@ from workers.jobs import (
     assess_llm,
     deliver_callback,
     judge,
+    llm_job_timeout,
     shutdown,
     startup,
 )
@@ -25,6 +26,8 @@ __all__ = ["WorkerSettings"]
 
 _settings = get_settings()
 CHEAP_TIMEOUT = 120
+# beyond the LLM deadline and the job's own backstop: the job ends itself (a final result with the reason) first
+LLM_TIMEOUT = llm_job_timeout(_settings)
 
 
 async def on_worker_start(ctx: dict[str, Any]) -> None:
@@ -41,12 +44,12 @@ class WorkerSettings:
 
     functions = [  # arq reads these class attributes
         func(assess_cheap, name="assess_cheap", timeout=CHEAP_TIMEOUT, max_tries=MAX_TRIES + 1),
-        func(assess_llm, name="assess_llm", timeout=900, max_tries=MAX_TRIES + 1),
+        func(assess_llm, name="assess_llm", timeout=LLM_TIMEOUT, max_tries=MAX_TRIES + 1),
         func(
             deliver_callback, name="deliver_callback", timeout=30, max_tries=max(1, _settings.jobs.callback_max_tries)
         ),
         func(adjudicate, name="adjudicate", timeout=600, max_tries=MAX_TRIES),
-        func(judge, name="judge", timeout=900, max_tries=MAX_TRIES + 1),
+        func(judge, name="judge", timeout=LLM_TIMEOUT, max_tries=MAX_TRIES + 1),
     ]
     on_startup = on_worker_start
     on_shutdown = shutdown

@@ -94,8 +94,16 @@ def _validation_error(request: Request[Any, Any, Any], exc: ValidationException)
     errors = exc.extra if isinstance(exc.extra, list) else None
     detail = exc.detail or "the request does not match the schema"
     if errors:
-        detail = "; ".join(str(e.get("message", e)) if isinstance(e, dict) else str(e) for e in errors)
+        detail = "; ".join(_error_text(e) for e in errors)
     return problem(HTTP_400_BAD_REQUEST, "Bad request", detail, request, errors=errors)
+
+
+def _error_text(error: Any) -> str:
+    """One validation error in words, naming where it is when the message does not (``at callback_events[0]``)."""
+    if not isinstance(error, dict):
+        return str(error)
+    message, key = str(error.get("message", error)), error.get("key")
+    return f"{message} (at {key})" if key and str(key) not in message else message
 
 
 def _http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:

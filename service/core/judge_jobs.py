@@ -17,7 +17,7 @@ from typing import Any, Literal
 import msgspec
 
 from service.core.errors import NotFound
-from service.core.llm import Endpoint
+from service.core.llm import CallGuard, Endpoint
 from service.core.mata import GradeOutcome, GradePlan, McqRunOutcome, McqRunRequest, run_grades, run_mcq
 from service.core.poller import PollerEvaluation, PollerPlan, run_poller_evaluation
 from service.core.settings import LLMSettings
@@ -115,12 +115,13 @@ class JudgeJobStore:
 
 async def run_judge_job(kind: str, client: Any, plan: Any, settings: LLMSettings) -> Any:
     """The work of one job (also run in the API when no provider is configured: then nothing is called and every
-    item reads skipped with the reason)."""
+    item reads skipped with the reason), bounded by the LLM deadline: what did not answer in time reads timed_out."""
+    guard = CallGuard.from_settings(settings)
     if kind == "poller":
-        return await run_poller_evaluation(client, plan, settings)
+        return await run_poller_evaluation(client, plan, settings, guard)
     if kind == "grades":
-        return await run_grades(client, plan, settings)
+        return await run_grades(client, plan, settings, guard)
     if kind == "mcq":
         endpoint = Endpoint(base_url=settings.base_url, api_key=settings.api_key, model=plan.model)
-        return await run_mcq(client, endpoint, plan)
+        return await run_mcq(client, endpoint, plan, settings, guard)
     raise ValueError(f"unknown judge job kind {kind!r}")

@@ -8,12 +8,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import msgspec
 import numpy as np
 
 from service.core.budget import SeenScores, budget_of
 from service.core.errors import NotFound
 from service.core.novelty_report import NoveltySkipped, NoveltyValue, SourceNovelty
 from service.core.records import (
+    LLM_SIGNALS,
     CandidateFinal,
     CandidateIn,
     CandidateOutcome,
@@ -37,7 +39,7 @@ __all__ = [
     "final_risks",
 ]
 
-GEMBA_SIGNAL = "gemba_mean_risk"
+GEMBA_SIGNAL = LLM_SIGNALS["gemba"]
 ROUTING_MODEL = "routing"  # alias of the research's routing rule fitted for the running peer encoder
 
 
@@ -189,6 +191,8 @@ def final_risks(
         if model is None:
             raise LookupError(f"risk model {model_name!r} is not in models/risk")
         result = score(model, merged.signals, merged.flags, registry=registry)
+        if any(isinstance(merged.signals.get(name), SignalValue) for name in LLM_SIGNALS.values()):
+            result = msgspec.structs.replace(result, basis="cheap+llm")
         used = _maybe(registry, result.rule.split("@", 1)[0]) or model
         out[c.id] = Scored(used, result, merged.flags)
     return out

@@ -17,9 +17,11 @@ __all__ = [
     "CHEAP_CHECKS",
     "DEFAULT_CHECKS",
     "LLM_CHECKS",
+    "LLM_SIGNALS",
     "AssessmentMeta",
     "AssessmentRequest",
     "BatchMeta",
+    "CallbackEvent",
     "CallbackState",
     "CandidateFinal",
     "CandidateIn",
@@ -31,20 +33,29 @@ __all__ = [
     "Ident",
     "LLMPart",
     "LLMSignature",
+    "LLMTierStatus",
     "LangCode",
     "PromptVersion",
     "Routing",
     "SourceIn",
     "Status",
     "Text",
+    "callback_events",
     "merged_outcome",
 ]
 
-Status = Literal["pending", "running", "done", "failed"]
+# partial: the cheap tier's result is published (risk, flags, budget rank) and the LLM tier is still to come
+Status = Literal["pending", "running", "partial", "done", "failed"]
+# how an assessment's LLM tier ended (or that it is still to come); see views.LLMTierView
+LLMTierStatus = Literal["not_requested", "skipped", "pending", "done", "timed_out", "failed"]
+# the events a caller may ask a callback for: the cheap tier's result, and the final one
+CallbackEvent = Literal["cheap", "final"]
 
 # the cheap tier runs on every assessment; the LLM tier only where a provider is configured and the cascade picks it
 CHEAP_CHECKS = ("peer_distance", "source_distance", "length_ratio", "hard_flags", "critical")
 LLM_CHECKS = ("gemba", "backtranslation")
+# the signal each LLM check writes per candidate
+LLM_SIGNALS = {"gemba": "gemba_mean_risk", "backtranslation": "backtranslation_chrf_risk"}
 ALL_CHECKS = CHEAP_CHECKS + LLM_CHECKS
 # source_distance needs a multilingual encoder pass per candidate (~0.25 CPU-s each) and measured AUC 0.49 on the
 # PaliBench dev half (no better than chance): it runs only when a request asks for it
@@ -82,10 +93,19 @@ class AssessmentRequest(msgspec.Struct, forbid_unknown_fields=True):
     candidates: Annotated[list[CandidateIn], msgspec.Meta(extra_json_schema={"minItems": 1})]
     checks: list[CheckName] | None = None
     callback_url: str | None = None
+    # which results are POSTed to callback_url: the cheap tier's as soon as it is ready, the final one, or both
+    callback_events: list[CallbackEvent] | None = None
     target_lang: LangCode = "en"
     # the cascade: share of candidates (by routing score) that get LLM checks, and a cap on LLM calls
     review_budget: float | None = None
     max_llm_calls: int | None = None
+
+
+def callback_events(request: AssessmentRequest) -> list[CallbackEvent]:
+    """The callbacks an assessment asked for: none without a URL, the final result unless it named its events."""
+    if not request.callback_url:
+        return []
+    return list(dict.fromkeys(request.callback_events)) if request.callback_events else ["final"]
 
 
 class CallbackState(msgspec.Struct):
@@ -166,12 +186,20 @@ class LLMSignature(msgspec.Struct):
 
 
 class LLMPart(msgspec.Struct):
+    """What the LLM tier did. ``status`` says how it ended: done (its checks ran, each with its own status),
+    timed_out or failed (``reason``); a part that stopped has no judge results, only the reason on every check."""
+
     finished_at: float
     candidates: dict[str, CandidateOutcome]
     signature: LLMSignature
     cost: Cost
     plan: CascadePlan
     details: dict[str, CandidateChecks]  # candidate id -> what each judge answered
+    status: Literal["done", "timed_out", "failed"] = "done"
+    reason: str | None = None
+    judges: dict[str, Cost] = msgspec.field(default_factory=dict)  # judge id -> calls, tokens, timeouts, seconds
+    timed_out: list[str] = msgspec.field(default_factory=list)  # judges benched for timing out
+    deadline_seconds: float | None = None
 
 
 class Routing(msgspec.Struct, frozen=True):

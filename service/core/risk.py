@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Literal
 
 import msgspec
 
@@ -105,6 +106,8 @@ class RiskResult(msgspec.Struct, frozen=True):
     fallback_from: str | None = None  # the requested model, when its fallback scored instead
     fallback_reason: str | None = None
     missing: list[str] = msgspec.field(default_factory=list)  # terms counted at their reference mean
+    # which tiers this risk reflects: the cheap tier alone, or with an LLM judge's signal of this candidate
+    basis: Literal["cheap", "cheap+llm"] = "cheap"
 
     @property
     def rank_key(self) -> tuple[int, float]:

@@ -248,6 +248,20 @@ class LLMSettings(SettingsGroup):
     requests_per_second: float = setting("TRISK_LLM_RPS", 10.0, "LLM calls per second, per client")
     review_budget: float = setting("TRISK_LLM_REVIEW_BUDGET", 0.2, "default share of candidates the LLM cascade checks")
     max_calls_per_request: int = setting("TRISK_LLM_MAX_CALLS_PER_REQUEST", 200, "cap on LLM calls per request")
+    # one assessment's LLM tier (and one companion judge job) is bounded in time; what did not finish reads timed_out
+    deadline_seconds: float = setting(
+        "TRISK_LLM_DEADLINE_SECONDS",
+        180.0,
+        "an assessment's LLM tier (or a Poller/MATA job) stops after this long; unfinished checks read timed_out",
+    )
+    gemba_max_tokens: int = setting(
+        "TRISK_LLM_GEMBA_MAX_TOKENS", 16, "max_tokens of a GEMBA call (its answer is one number)"
+    )
+    text_max_tokens: int = setting(
+        "TRISK_LLM_TEXT_MAX_TOKENS",
+        1024,
+        "max_tokens of a free-text judge call (Poller, MATA, adjudication; backtranslation: 64 + source chars, capped)",
+    )
     # a tenant's LLM spend per UTC day; over it LLM checks read skipped with the reason, the cheap tier still answers
     calls_per_day: int = setting(
         "TRISK_LLM_CALLS_PER_DAY", 20_000, "LLM calls a tenant may make per day (0 = no limit)"

@@ -1,12 +1,14 @@
 """Redis persistence of assessments and batches, keyed by tenant; shared by the API and the workers.
 
 Layout (every key expires after the retention setting):
-  trisk:t:{tenant}:a:{id}       hash: meta, part:cheap, part:llm, final, tail, tail_error, started, failed, callback
+  trisk:t:{tenant}:a:{id}       hash: meta, part:cheap, provisional, part:llm, final, tail, tail_error, started,
+                                failed, callback, callback:cheap
   trisk:t:{tenant}:idem:{key}   the assessment an Idempotency-Key created, with the request's hash
   trisk:t:{tenant}:b:{id}       hash: meta
   trisk:t:{tenant}:seen:{rule}  sorted set of risk scores the service has produced with one model version
 Workers write one hash field each, so parallel parts never overwrite each other; ``final`` is written once (HSETNX)
 and ``tail`` marks that everything after it (scores pooled, review items, callback job) has been done.
+``provisional`` (also written once) is the cheap tier's result, published while the LLM tier still works.
 """
 
 from __future__ import annotations
@@ -20,7 +22,17 @@ import msgspec
 from redis.asyncio import Redis
 
 from service.core.errors import Conflict, NotFound
-from service.core.records import AssessmentMeta, BatchMeta, CallbackState, CheapPart, FinalPart, LLMPart, Status
+from service.core.records import (
+    AssessmentMeta,
+    BatchMeta,
+    CallbackEvent,
+    CallbackState,
+    CheapPart,
+    FinalPart,
+    LLMPart,
+    Status,
+    callback_events,
+)
 
 __all__ = ["AssessmentState", "Store", "request_hash"]
 
@@ -66,6 +78,16 @@ class AssessmentState:
     callback: CallbackState | None = None
     tail_done: bool = False
     tail_error: str | None = None
+    provisional: FinalPart | None = None
+    cheap_callback: CallbackState | None = None
+
+    @property
+    def published(self) -> FinalPart | None:
+        """The result a reader sees: the final one, else the cheap tier's provisional one."""
+        return self.final if self.final is not None else self.provisional
+
+    def callback_of(self, event: CallbackEvent) -> CallbackState | None:
+        return self.callback if event == "final" else self.cheap_callback
 
     @property
     def status(self) -> Status:
@@ -73,6 +95,8 @@ class AssessmentState:
             return "failed"
         if self.final is not None:
             return "done"
+        if self.provisional is not None:
+            return "partial"
         if self.started or self.cheap is not None:
             return "running"
         return "pending"
@@ -109,7 +133,7 @@ class Store:
         the assessment. Returns the id of the assessment the key already names when the same request was made
         before (nothing is written then); raises Conflict when the key was used for a different request."""
         value = _enc.encode({"id": meta.id, "sha": body_sha})
-        callback = _enc.encode(CallbackState(url=meta.request.callback_url)) if meta.request.callback_url else b""
+        callback = _final_callback(meta) or b""
         prior = await self._create_idem(
             keys=[self._idem(meta.tenant, key), self._a(meta.tenant, meta.id)],
             args=[value, _enc.encode(meta), callback, self.ttl or 0],
@@ -132,8 +156,8 @@ class Store:
         key = self._a(meta.tenant, meta.id)
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hset(key, "meta", _enc.encode(meta))
-            if meta.request.callback_url:
-                pipe.hset(key, "callback", _enc.encode(CallbackState(url=meta.request.callback_url)))
+            if callback := _final_callback(meta):
+                pipe.hset(key, "callback", callback)
             await self._expire(pipe, key)
             await pipe.execute()
 
@@ -143,8 +167,8 @@ class Store:
             for meta in metas:
                 key = self._a(meta.tenant, meta.id)
                 pipe.hset(key, "meta", _enc.encode(meta))
-                if meta.request.callback_url:
-                    pipe.hset(key, "callback", _enc.encode(CallbackState(url=meta.request.callback_url)))
+                if callback := _final_callback(meta):
+                    pipe.hset(key, "callback", callback)
                 await self._expire(pipe, key)
             if batch is not None:
                 bkey = self._b(batch.tenant, batch.id)
@@ -188,6 +212,10 @@ class Store:
         """Write the final result once; False when another run of the job got there first (its result stands)."""
         return bool(await self.redis.hsetnx(self._a(tenant, aid), "final", _enc.encode(part)))
 
+    async def put_provisional(self, tenant: str, aid: str, part: FinalPart) -> bool:
+        """Publish the cheap tier's result once; False when another delivery published it first."""
+        return bool(await self.redis.hsetnx(self._a(tenant, aid), "provisional", _enc.encode(part)))
+
     async def get_final(self, tenant: str, aid: str) -> FinalPart | None:
         raw = await self.redis.hget(self._a(tenant, aid), "final")
         return None if raw is None else _final_dec.decode(raw)
@@ -202,8 +230,12 @@ class Store:
     async def mark_failed(self, tenant: str, aid: str, reason: str) -> None:
         await self.redis.hset(self._a(tenant, aid), "failed", reason.encode())
 
-    async def put_callback(self, tenant: str, aid: str, state: CallbackState) -> None:
-        await self.redis.hset(self._a(tenant, aid), "callback", _enc.encode(state))
+    async def put_callback(self, tenant: str, aid: str, state: CallbackState, event: CallbackEvent = "final") -> None:
+        await self.redis.hset(self._a(tenant, aid), _CALLBACK_FIELDS[event], _enc.encode(state))
+
+    async def open_callback(self, tenant: str, aid: str, url: str, event: CallbackEvent) -> None:
+        """The pending state of a callback the worker is about to queue (kept when it exists: jobs are re-run)."""
+        await self.redis.hsetnx(self._a(tenant, aid), _CALLBACK_FIELDS[event], _enc.encode(CallbackState(url=url)))
 
     # -- budget reference: scores seen per model version
     async def record_scores(self, tenant: str, rule: str, members: dict[str, float]) -> None:
@@ -233,6 +265,16 @@ class Store:
         return _batch_dec.decode(raw)
 
 
+_CALLBACK_FIELDS: dict[CallbackEvent, str] = {"final": "callback", "cheap": "callback:cheap"}
+
+
+def _final_callback(meta: AssessmentMeta) -> bytes | None:
+    """The final callback's pending state, written with the assessment when the request asks for it."""
+    if "final" not in callback_events(meta.request):
+        return None
+    return _enc.encode(CallbackState(url=str(meta.request.callback_url)))
+
+
 def _state_of(fields: dict[bytes, bytes]) -> AssessmentState:
     try:
         return AssessmentState(
@@ -245,6 +287,8 @@ def _state_of(fields: dict[bytes, bytes]) -> AssessmentState:
             callback=_cb_dec.decode(fields[b"callback"]) if b"callback" in fields else None,
             tail_done=fields.get(b"tail") == b"done",
             tail_error=fields[b"tail_error"].decode() if b"tail_error" in fields else None,
+            provisional=_final_dec.decode(fields[b"provisional"]) if b"provisional" in fields else None,
+            cheap_callback=_cb_dec.decode(fields[b"callback:cheap"]) if b"callback:cheap" in fields else None,
         )
     except msgspec.ValidationError as exc:
         # written by an older version of the service: report it as unreadable rather than answering 500

@@ -1,6 +1,8 @@
 """How an assessment reads from outside: the one typed view used by the API, batch downloads, callbacks and reviewers.
 
-``candidate_result`` is the one merge of a candidate's stored parts (cheap tier, LLM tier, final result).
+``candidate_result`` is the one merge of a candidate's stored parts (cheap tier, LLM tier, final result); the
+result shown is the final one, else the cheap tier's provisional one (status ``partial``), and ``llm_tier`` says
+where the LLM tier is: pending, done, timed out or failed, with its checks counted by how they ended.
 """
 
 from __future__ import annotations
@@ -12,7 +14,15 @@ import msgspec
 from service.core.budget import Budget
 from service.core.llm import CandidateChecks, CascadePlan, Cost
 from service.core.novelty_report import NoveltyPending, SourceNovelty
-from service.core.records import CallbackState, LLMSignature, Routing, Status, merged_outcome
+from service.core.records import (
+    LLM_CHECKS,
+    CallbackState,
+    LLMSignature,
+    LLMTierStatus,
+    Routing,
+    Status,
+    merged_outcome,
+)
 from service.core.risk import RiskResult
 from service.core.store import AssessmentState
 from service.core.types import Flag, SignalResult
@@ -21,9 +31,11 @@ __all__ = [
     "AssessmentSignature",
     "AssessmentView",
     "CandidateResult",
+    "LLMTierView",
     "LLMView",
     "SourceView",
     "candidate_result",
+    "llm_tier_of",
     "render_assessment",
     "source_novelty_of",
 ]
@@ -62,11 +74,24 @@ class AssessmentSignature(msgspec.Struct):
 
 
 class LLMView(msgspec.Struct):
-    """What the LLM cascade planned, what it cost and what each judge answered, per candidate."""
+    """What the LLM cascade planned, what it cost (in total and per judge: calls, tokens, timeouts, seconds), which
+    judges were benched for timing out, and what each judge answered, per candidate."""
 
     plan: CascadePlan
     cost: Cost
     details: dict[str, CandidateChecks]
+    judges: dict[str, Cost] = msgspec.field(default_factory=dict)
+    timed_out: list[str] = msgspec.field(default_factory=list)
+    deadline_seconds: float | None = None
+
+
+class LLMTierView(msgspec.Struct):
+    """Where the LLM tier is. ``checks``: per LLM check, how many candidates' checks ran, were skipped (below the
+    budget, no provider, the day's spend), failed (no judge reached) or timed_out; ``reason`` when it stopped."""
+
+    status: LLMTierStatus
+    reason: str | None = None
+    checks: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
 
 
 class AssessmentView(msgspec.Struct):
@@ -83,12 +108,15 @@ class AssessmentView(msgspec.Struct):
     error: str | None = None
     callback: CallbackState | None = None
     batch_id: str | None = None
+    llm_tier: LLMTierView | None = None
+    cheap_callback: CallbackState | None = None
 
 
 def candidate_result(state: AssessmentState, candidate_id: str, model: str | None) -> CandidateResult:
     """A candidate's signals and flags from both tiers, and its final risk, routing and budget when there is one."""
     merged = merged_outcome(candidate_id, state.cheap, state.llm)
-    final = state.final.candidates.get(candidate_id) if state.final is not None else None
+    published = state.published
+    final = published.candidates.get(candidate_id) if published is not None else None
     if final is None:
         return CandidateResult(id=candidate_id, model=model, signals=merged.signals, flags=merged.flags)
     return CandidateResult(
@@ -123,8 +151,8 @@ def render_assessment(state: AssessmentState) -> AssessmentView:
         signature.routing_model = sig.routing_model
     if state.llm is not None:
         signature.llm = state.llm.signature
-    if state.final is not None:
-        signature.risk_models = state.final.risk_models
+    if state.published is not None:
+        signature.risk_models = state.published.risk_models
     return AssessmentView(
         id=meta.id,
         status=state.status,
@@ -133,8 +161,54 @@ def render_assessment(state: AssessmentState) -> AssessmentView:
         checks=meta.checks,
         candidates=[candidate_result(state, c.id, c.model) for c in req.candidates],
         signature=signature,
-        llm=None if state.llm is None else LLMView(plan=state.llm.plan, cost=state.llm.cost, details=state.llm.details),
+        llm=None if state.llm is None else _llm_view(state),
         error=state.failed,
         callback=state.callback,
         batch_id=meta.batch_id,
+        llm_tier=llm_tier_of(state),
+        cheap_callback=state.cheap_callback,
     )
+
+
+def _llm_view(state: AssessmentState) -> LLMView:
+    llm = state.llm
+    assert llm is not None
+    return LLMView(
+        plan=llm.plan,
+        cost=llm.cost,
+        details=llm.details,
+        judges=llm.judges,
+        timed_out=llm.timed_out,
+        deadline_seconds=llm.deadline_seconds,
+    )
+
+
+def llm_tier_of(state: AssessmentState) -> LLMTierView:
+    """How the LLM tier stands: not asked for, skipped (no provider), still to come, or how it ended."""
+    wanted = [c for c in state.meta.checks if c in LLM_CHECKS]
+    if not wanted:
+        return LLMTierView(status="not_requested")
+    if "llm" not in state.meta.parts:
+        return LLMTierView(status="skipped", reason="no LLM provider configured")
+    llm = state.llm
+    if llm is None:
+        if state.final is not None or state.failed is not None:  # finished before the tier (an older record)
+            return LLMTierView(status="failed", reason=state.failed or "the LLM tier left no result")
+        return LLMTierView(status="pending")
+    checks: dict[str, dict[str, int]] = {c: {} for c in wanted}
+    for detail in llm.details.values():
+        for outcome in detail.checks:
+            if outcome.check in checks:
+                counts = checks[outcome.check]
+                counts[outcome.status] = counts.get(outcome.status, 0) + 1
+    if llm.status != "done":
+        n = len(state.meta.request.candidates)
+        return LLMTierView(status=llm.status, reason=llm.reason, checks={c: {llm.status: n} for c in wanted})
+    ended = [o for d in llm.details.values() for o in d.checks]
+    if not any(o.status == "ran" for o in ended):
+        # nothing answered: a provider down for the whole job reads failed, a judge too slow for it timed_out
+        for status in ("timed_out", "failed"):
+            stopped = [o for o in ended if o.status == status]
+            if stopped:
+                return LLMTierView(status=status, reason=stopped[0].reason, checks=checks)
+    return LLMTierView(status="done", checks=checks)

@@ -3,9 +3,13 @@ risk. Checks what ran, what it cost, that judge scores are the judges' own, and 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,8 +22,9 @@ from service.app.resources import Resources
 from service.core.novelty import NoveltyIndex
 from service.core.settings import REPO_ROOT, LLMSettings, Settings
 from tests.conftest import issue_test_key, keyed
-from tests.fakes.openai_server import FakeOpenAIServer, openai_server  # noqa: F401
-from tests.worker_support import run_worker_burst
+from tests.fakes.openai_server import FakeOpenAIServer, closed_port_url, openai_server  # noqa: F401
+from tests.worker_support import CallbackReceiver, run_worker_burst
+from workers.settings import WorkerSettings
 
 SOURCE = "Sattaratanasampannā, Tīsu sikkhāsu sikkhitā; Anuvicaranti mahāvīrā, Pahīnabhayabheravā."
 CANDIDATES = [
@@ -138,3 +143,236 @@ def test_the_daily_llm_budget_skips_judges_and_the_cheap_tier_still_answers(
     spent = [g for g in gemba if g["status"] == "skipped" and "LLM budget" in g["reason"]]
     assert len(spent) >= len(CANDIDATES) - 1, gemba
     assert all(c["signals"]["peer_chrf_risk"]["status"] == "value" for c in done["candidates"])
+
+
+# ------------------------------------------------------------------------------------- answers first, bounded judges
+
+
+def _variant(settings: Settings, name: str, judges: list[dict[str, Any]], **llm: Any) -> Settings:
+    """The e2e settings with a panel of these judges, LLM overrides, and a queue of this test's own."""
+    panel = {"name": name, "version": "t1", "judges_per_candidate": len(judges), "judges": judges}
+    (Path(settings.risk.models_dir) / "panels" / f"{name}.json").write_text(json.dumps(panel))
+    return replace(
+        settings,
+        llm=replace(settings.llm, panel=name, **llm),
+        redis=replace(settings.redis, queue_name=f"trisk:test:{uuid.uuid4().hex}:q"),
+    )
+
+
+def _body(checks: list[str], **extra: Any) -> dict[str, Any]:
+    tag = uuid.uuid4().hex  # fresh texts: judges' answers are cached in Redis by prompt, across runs too
+    return {
+        "source": {"text": f"{SOURCE} {tag}", "lang": "pli"},
+        "candidates": [
+            {"id": f"c{i}", "text": f"{t} ({tag[:6]})", "model": "vendor/model"} for i, t in enumerate(CANDIDATES)
+        ],
+        "checks": checks,
+        "review_budget": 1.0,
+        **extra,
+    }
+
+
+@contextlib.contextmanager
+def _api(settings: Settings, index: NoveltyIndex) -> Iterator[Any]:
+    tenant = f"test-af-{uuid.uuid4().hex[:8]}"  # a queue of this test's own tenant
+    with TestClient(app=create_app(settings, resources=Resources(settings=settings, indexes={"pli": index}))) as tc:
+        tc.tenant = tenant
+        yield keyed(tc, issue_test_key(settings, tenant))
+
+
+def _poll(api: Any, aid: str, until: Callable[[dict[str, Any]], bool], timeout: float = 30.0) -> dict[str, Any]:
+    end = time.monotonic() + timeout
+    while True:
+        got: dict[str, Any] = api.get(f"/v1/assessments/{aid}").json()
+        if until(got) or time.monotonic() > end:
+            return got
+        time.sleep(0.05)
+
+
+def test_the_cheap_result_is_published_while_the_judges_work_and_the_final_one_refines_it(
+    sn12_index: NoveltyIndex,
+    llm_settings: Settings,
+    openai_server: FakeOpenAIServer,  # noqa: F811
+) -> None:
+    openai_server.reset()
+    settings = _variant(
+        llm_settings,
+        "slowpanel",
+        [
+            {"id": "low", "model": "score-55", "family": "openai"},  # first: it backtranslates (and fails to parse)
+            {"id": "slow", "model": "slow-4", "family": "anthropic"},
+            {"id": "hash", "model": "hash-score", "family": "google", "max_tokens": 4096},  # a reasoning model
+        ],
+    )
+    receiver = CallbackReceiver([200])
+    body = _body(
+        ["peer_distance", "hard_flags", "critical", "gemba", "backtranslation"],
+        callback_url=receiver.url,
+        callback_events=["cheap", "final"],
+    )
+    try:
+        with _api(settings, sn12_index) as api:
+            aid = api.post("/v1/assessments", json=body).json()["id"]
+            worker = threading.Thread(target=run_worker_burst, args=(settings,))
+            worker.start()
+            partial = _poll(api, aid, lambda a: a["status"] != "pending" and a["status"] != "running")
+            # the judges are still working (one takes 4 s): the cheap tier's answer is readable already
+            assert partial["status"] == "partial", partial
+            assert partial["llm_tier"] == {"status": "pending", "reason": None, "checks": {}}
+            cheap = {c["id"]: c["risk"] for c in partial["candidates"]}
+            assert all(r is not None and r["basis"] == "cheap" for r in cheap.values())
+            assert all(c["budget"]["tier"] for c in partial["candidates"])
+            queued = api.get("/v1/review/queue", params={"scope": "all"}).json()["items"]
+            assert {q["candidate_id"]: q["priority"] for q in queued} == {k: r["priority"] for k, r in cheap.items()}
+            worker.join(timeout=60)
+            done = api.get(f"/v1/assessments/{aid}").json()
+            queued_after = api.get("/v1/review/queue", params={"scope": "all"}).json()["items"]
+    finally:
+        receiver.close()
+    assert done["status"] == "done" and done["llm_tier"]["status"] == "done", done["llm_tier"]
+    assert done["llm_tier"]["checks"] == {"gemba": {"ran": 5}, "backtranslation": {"ran": 5}}
+    final = {c["id"]: c["risk"] for c in done["candidates"]}
+    assert all(r["basis"] == "cheap+llm" and r["rule"].startswith("gemba-mean-risk@") for r in final.values())
+    # the review queue holds each candidate once, now in the final ranking
+    assert {q["candidate_id"]: q["priority"] for q in queued_after} == {k: r["priority"] for k, r in final.items()}
+    assert {q["candidate_id"]: q["risk"]["basis"] for q in queued_after} == dict.fromkeys(final, "cheap+llm")
+    # a callback at each stage: the cheap one carries the partial result, the last one the final result
+    statuses = sorted(b["status"] for b in receiver.bodies)
+    assert statuses == ["done", "partial"], statuses
+    assert done["callback"]["status"] == done["cheap_callback"]["status"] == "delivered"
+    # call sizes: a GEMBA answer is a number, a backtranslation about the source's length, the reasoning judge its own
+    gemba = [r for r in openai_server.requests if '"pali"' not in r.user_text]
+    back = [r for r in openai_server.requests if '"pali"' in r.user_text]
+    assert {r.max_tokens for r in gemba if r.model != "hash-score"} == {16}
+    assert {r.max_tokens for r in openai_server.requests if r.model == "hash-score"} == {4096}
+    assert len(back) >= 5 and {r.max_tokens for r in back} == {64 + len(body["source"]["text"])}
+    judges = done["llm"]["judges"]
+    assert judges["slow"]["seconds"] >= 4 * 5 * 0.9 and judges["low"]["timeouts"] == 0, judges
+
+
+def test_the_llm_deadline_holds_and_a_judge_that_keeps_timing_out_is_benched(
+    sn12_index: NoveltyIndex,
+    llm_settings: Settings,
+    openai_server: FakeOpenAIServer,  # noqa: F811
+) -> None:
+    openai_server.reset()
+    settings = _variant(
+        llm_settings,
+        "stuckpanel",
+        [
+            {"id": "stuck", "model": "slow-30", "family": "anthropic"},
+            {"id": "fine", "model": "score-80", "family": "openai"},
+        ],
+        read_timeout=1.0,
+        deadline_seconds=6.0,
+        max_retries=3,  # a timeout under a deadline is not retried all the same
+        max_concurrency=1,  # calls queue for one connection: a benched judge's queued calls are never sent
+    )
+    with _api(settings, sn12_index) as api:
+        aid = api.post("/v1/assessments", json=_body(["peer_distance", "hard_flags", "gemba"])).json()["id"]
+        started = time.monotonic()
+        run_worker_burst(settings)
+        elapsed = time.monotonic() - started
+        done = api.get(f"/v1/assessments/{aid}").json()
+    assert done["status"] == "done", done
+    assert elapsed < 6.0 + 10, elapsed  # the deadline, not 5 candidates x 30 s x 4 tries
+    assert len(openai_server.requests_for("slow-30")) == 2  # two timeouts, then benched for the rest
+    assert done["llm"]["timed_out"] == ["stuck"]
+    assert done["llm"]["judges"]["stuck"]["timeouts"] == 2 and done["llm"]["judges"]["fine"]["timeouts"] == 0
+    for c in done["candidates"]:
+        detail = done["llm"]["details"][c["id"]]["gemba_result"]
+        statuses = {j["judge_id"]: j["status"] for j in detail["judges"]}
+        assert statuses == {"stuck": "timed_out", "fine": "valid"}, statuses
+        assert detail["stats"]["n_valid"] == 1 and detail["stats"]["n_judges"] == 2  # how many answered
+        assert c["risk"]["basis"] == "cheap+llm"
+
+
+@pytest.mark.parametrize(
+    ("model", "reason"), [("error-500", "HTTP 500"), ("ratelimited", "rate limited"), (None, "ConnectError")]
+)
+def test_an_upstream_outage_leaves_the_cheap_result_with_the_reason(
+    sn12_index: NoveltyIndex,
+    llm_settings: Settings,
+    openai_server: FakeOpenAIServer,  # noqa: F811
+    model: str | None,
+    reason: str,
+) -> None:
+    # a judge answering 500 or 429 for the whole run, or a provider that is down (nothing listens)
+    judges = [{"id": "down", "model": model or "score-80", "family": "anthropic"}]
+    llm: dict[str, Any] = {"max_retries": 1}
+    if model is None:
+        llm["base_url"] = closed_port_url()
+    settings = _variant(llm_settings, "outage", judges, **llm)
+    with _api(settings, sn12_index) as api:
+        aid = api.post("/v1/assessments", json=_body(["peer_distance", "hard_flags", "gemba"])).json()["id"]
+        assert run_worker_burst(settings).jobs_failed == 0
+        done = api.get(f"/v1/assessments/{aid}").json()
+    assert done["status"] == "done" and done["error"] is None
+    assert done["llm_tier"]["status"] == "failed" and reason in done["llm_tier"]["reason"], done["llm_tier"]
+    assert done["llm_tier"]["checks"] == {"gemba": {"failed": 5}}
+    for c in done["candidates"]:
+        assert c["risk"]["basis"] == "cheap" and c["budget"]["tier"]
+        assert c["signals"]["peer_chrf_risk"]["status"] == "value"  # the cheap tier intact
+        assert reason in c["signals"]["gemba_mean_risk"]["reason"]
+
+
+def test_an_llm_job_past_arqs_timeout_still_ends_with_the_cheap_result(
+    sn12_index: NoveltyIndex,
+    llm_settings: Settings,
+    openai_server: FakeOpenAIServer,  # noqa: F811
+) -> None:
+    openai_server.reset()
+    settings = _variant(llm_settings, "pastarq", [{"id": "slow", "model": "slow-20", "family": "anthropic"}])
+    # ARQ gives up on the job long before the judge (and the LLM deadline) would end it
+    functions = [replace(f, timeout_s=2.0) if f.name == "assess_llm" else f for f in WorkerSettings.functions]
+    with _api(settings, sn12_index) as api:
+        aid = api.post("/v1/assessments", json=_body(["peer_distance", "hard_flags", "gemba"])).json()["id"]
+        started = time.monotonic()
+        worker = run_worker_burst(settings, functions=functions, ctx={"llm_job_timeout": 2.0})
+        done = api.get(f"/v1/assessments/{aid}").json()
+    assert time.monotonic() - started < 15 and worker.jobs_failed == 1  # ARQ counted its timeout
+    assert done["status"] == "done", done
+    assert done["llm_tier"]["status"] == "timed_out" and "job timeout" in done["llm_tier"]["reason"]
+    assert all(c["risk"] is not None and c["risk"]["basis"] == "cheap" for c in done["candidates"])
+    assert all("job timeout" in c["signals"]["gemba_mean_risk"]["reason"] for c in done["candidates"])
+
+
+def test_a_worker_shutdown_during_the_llm_tier_leaves_the_job_to_run_again(
+    sn12_index: NoveltyIndex,
+    llm_settings: Settings,
+    openai_server: FakeOpenAIServer,  # noqa: F811
+) -> None:
+    from arq import create_pool
+    from arq.connections import RedisSettings
+
+    from workers.jobs import assess_cheap, assess_llm, shutdown, startup
+
+    settings = _variant(llm_settings, "shutdown", [{"id": "slow", "model": "slow-3", "family": "anthropic"}])
+    with _api(settings, sn12_index) as api:
+        aid = api.post("/v1/assessments", json=_body(["peer_distance", "hard_flags", "gemba"])).json()["id"]
+
+        async def cheap_then_cancelled_llm() -> None:
+            ctx: dict[str, Any] = {"settings": settings, "nice": False, "job_try": 1}
+            await startup(ctx)
+            ctx["redis"] = await create_pool(
+                RedisSettings.from_dsn(settings.redis.url), default_queue_name=settings.redis.queue_name
+            )
+            try:
+                assert await assess_cheap(ctx, api.tenant, aid) == "cheap done; llm queued"
+                task = asyncio.create_task(assess_llm(ctx, api.tenant, aid))
+                await asyncio.sleep(1.0)  # the judge is answering (3 s): the worker is told to stop
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            finally:
+                await ctx["redis"].aclose()
+                await shutdown(ctx)
+
+        asyncio.run(cheap_then_cancelled_llm())
+        interrupted = api.get(f"/v1/assessments/{aid}").json()
+        # nothing was thrown away: the cheap result stands and the LLM tier is still to come
+        assert interrupted["status"] == "partial" and interrupted["llm_tier"]["status"] == "pending"
+        run_worker_burst(settings)  # ARQ's redelivery of the cancelled job
+        done = api.get(f"/v1/assessments/{aid}").json()
+    assert done["status"] == "done" and done["llm_tier"]["status"] == "done", done["llm_tier"]
+    assert all(c["risk"]["basis"] == "cheap+llm" for c in done["candidates"])

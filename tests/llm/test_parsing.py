@@ -26,6 +26,11 @@ from service.core.llm import parse_backtranslation, parse_retry_after, parse_sco
         ("101", "stop", None, "out_of_range"),
         ("100.5", "stop", None, "out_of_range"),
         ("250", "stop", None, "out_of_range"),
+        ("0.55", "stop", None, "wrong_scale"),  # a 0-1 answer to a 0-100 question: recorded, never rescaled
+        ("0.9", "stop", None, "wrong_scale"),
+        ("0.0", "stop", 0.0, None),
+        ("1", "stop", 1.0, None),
+        ("1.0", "stop", 1.0, None),
         ("-5", "stop", None, "not_a_number"),
         ("+85", "stop", None, "not_a_number"),
         ("85%", "stop", None, "not_a_number"),

@@ -30,7 +30,10 @@ class AssessmentController(Controller):
         description=(
             "Answers 202 at once with the source's novelty; embeddings, peer agreement, length, hard flags, "
             "critical-content checks and (when configured) LLM judges run on workers. Poll GET "
-            "/v1/assessments/{id} or give a callback_url. Rank candidates by `risk.priority` (descending): forced "
+            "/v1/assessments/{id} or give a callback_url. With LLM judges the cheap tier's result is published "
+            "first (status `partial`, `llm_tier.status` pending; `risk.basis` says which tiers a risk reflects), "
+            'then the final one (`done`); `callback_events` ["cheap", "final"] asks for a callback at each. '
+            "Rank candidates by `risk.priority` (descending): forced "
             "candidates first by flag severity, then by risk score. An Idempotency-Key header makes retries safe: "
             "the same key with the same body returns the first assessment; with another body it is a 409."
         ),

@@ -29,11 +29,14 @@ class BatchAccepted(msgspec.Struct):
 
 
 class BatchCounts(msgspec.Struct):
+    """Assessments by status; ``partial`` ones have their cheap-tier result and wait for the LLM tier."""
+
     pending: int
     running: int
     done: int
     failed: int
     expired: int = 0
+    partial: int = 0
 
 
 class BatchOut(msgspec.Struct):

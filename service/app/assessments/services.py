@@ -60,6 +60,8 @@ def validate_request(settings: Settings, req: AssessmentRequest, where: str = ""
             check_url(req.callback_url, settings.jobs.callback_policy)
         except CallbackRefused as exc:
             raise CallbackRefused(f"{at}{exc.detail}", extra={"field": f"{at}callback_url"}) from exc
+    if req.callback_events is not None and (not req.callback_events or req.callback_url is None):
+        raise InputError(f"{at}callback_events needs a callback_url and at least one event (cheap, final)")
     if req.review_budget is not None and not 0.0 < req.review_budget <= 1.0:
         raise InputError(f"{at}review_budget must be in (0, 1]")
     if req.max_llm_calls is not None and req.max_llm_calls < 0:

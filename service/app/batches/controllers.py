@@ -75,11 +75,14 @@ class BatchController(Controller):
         batch = await store.get_batch(tenant, batch_id)
         states = await store.get_many(tenant, batch.assessment_ids)
         counts = Counter(s.status if s is not None else "expired" for s in states)
-        full = BatchCounts(**{k: counts.get(k, 0) for k in ("pending", "running", "done", "failed", "expired")})
+        full = BatchCounts(
+            **{k: counts.get(k, 0) for k in ("pending", "running", "partial", "done", "failed", "expired")}
+        )
         finished = full.done + full.failed + full.expired == len(states)
+        started = full.running or full.partial or full.done or full.failed
         return BatchOut(
             id=batch.id,
-            status="done" if finished else ("running" if full.running or full.done else "pending"),
+            status="done" if finished else ("running" if started else "pending"),
             total=len(states),
             counts=full,
             created_at=batch.created_at,

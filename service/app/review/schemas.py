@@ -8,7 +8,7 @@ import msgspec
 
 from service.core.budget import Budget
 from service.core.durable import Label
-from service.core.records import Routing
+from service.core.records import Routing, Status
 from service.core.review.adjudication import JudgeVote
 from service.core.risk import RiskResult
 from service.core.types import Flag, SignalResult
@@ -148,7 +148,7 @@ class ReviewItemOut(msgspec.Struct):
     """Everything a reviewer needs on one item; ``assessment_status`` is "expired" when Redis no longer has it."""
 
     item: QueueItemOut
-    assessment_status: Literal["pending", "running", "done", "failed", "expired"]
+    assessment_status: Status | Literal["expired"]
     source: SourceView | None
     candidate: ReviewCandidate | None
     peers: list[ReviewCandidate]

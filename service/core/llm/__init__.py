@@ -53,6 +53,7 @@ from service.core.llm._gemba import (
     red_flags,
     score_candidate,
 )
+from service.core.llm._guard import MAX_TIMEOUTS, CallGuard, CallType, max_tokens_for
 from service.core.llm._judging import Attempt, AttemptOptions, Cost, JudgeStatus, Outcome, ask_until_parsed
 from service.core.llm._panels import (
     KNOWN_FAMILIES,
@@ -77,12 +78,15 @@ __all__ = [
     "GEMBA_PROMPT_VERSION",
     "KNOWN_FAMILIES",
     "MAJOR_FLAG_MAX_SCORE",
+    "MAX_TIMEOUTS",
     "MINOR_FLAG_MAX_SCORE",
     "NO_PROVIDER",
     "Attempt",
     "AttemptOptions",
     "BacktranslationMetrics",
     "BacktranslationResult",
+    "CallGuard",
+    "CallType",
     "CandidateChecks",
     "CascadeItem",
     "CascadePlan",
@@ -123,6 +127,7 @@ __all__ = [
     "gemba_signal",
     "inline_panel",
     "load_panel",
+    "max_tokens_for",
     "panel_stats",
     "parse_backtranslation",
     "parse_retry_after",

@@ -27,6 +27,7 @@ import msgspec
 from service.core.chrf import chrf as chrf_score
 from service.core.llm._client import ChatMessage
 from service.core.llm._gemba import data_fence_tag
+from service.core.llm._guard import max_tokens_for
 from service.core.llm._judging import Attempt, AttemptOptions, Cost, JudgeStatus, ask_until_parsed
 from service.core.llm._panels import Judge, resolve_endpoint
 from service.core.text import content_tokens, word_tokens
@@ -34,6 +35,7 @@ from service.core.types import SignalResult, SignalSkipped, SignalValue
 
 if TYPE_CHECKING:
     from service.core.llm._client import LLMClient
+    from service.core.llm._guard import CallGuard
     from service.core.settings import LLMSettings
 
 __all__ = [
@@ -174,8 +176,10 @@ async def backtranslate(
     source: str,
     candidate: str,
     options: AttemptOptions | None = None,
+    guard: CallGuard | None = None,
 ) -> BacktranslationResult:
-    """Backtranslate ``candidate`` (the judge never sees ``source``) and score it against ``source``."""
+    """Backtranslate ``candidate`` (the judge never sees ``source``) and score it against ``source``; the answer may
+    be about as long as the source (``max_tokens_for``), not unbounded."""
     options = options or AttemptOptions(temperature=settings.temperature)
     outcome = await ask_until_parsed(
         client,
@@ -184,7 +188,9 @@ async def backtranslate(
         prompt_version=BACKTRANSLATION_PROMPT_VERSION,
         parse=parse_backtranslation,
         options=options,
-        max_tokens=None,
+        max_tokens=max_tokens_for("backtranslation", judge, settings, source_chars=len(source)),
+        guard=guard,
+        judge_id=judge.id,
     )
     pali = outcome.value if outcome.status == "valid" else None
     return BacktranslationResult(

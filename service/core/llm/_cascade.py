@@ -6,6 +6,10 @@ id), the top ``ceil(budget_fraction * n)`` are eligible, and in rank order each 
 ``max_calls``; the first check that does not fit ends the spending (nothing ranked lower is back-filled).
 The cap budgets nominal calls; parse and HTTP retries are reported in ``cost`` but not pre-budgeted.
 Without a provider every check is skipped ("no LLM provider configured").
+
+Running is bounded (``CallGuard``): every call shares the deadline ``settings.deadline_seconds``; a check whose
+judges did not answer in time reads ``timed_out``, one whose judges all failed ``failed``, each with the reason.
+The cost is reported in total and per judge (calls, tokens, timeouts, seconds).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import msgspec
 from service.core.errors import InputError
 from service.core.llm._backtranslation import BacktranslationResult, backtranslate, backtranslation_signal
 from service.core.llm._gemba import GembaResult, gemba_signal, score_candidate
+from service.core.llm._guard import CallGuard
 from service.core.llm._judging import AttemptOptions, Cost
 from service.core.llm._panels import JudgeSelection, Panel, select_judges
 from service.core.types import SignalResult, SignalSkipped
@@ -56,8 +61,11 @@ class CascadeItem(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 
 
 class CheckOutcome(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """A check of one candidate: planned, then ran (judges answered), skipped, failed (no judge could be reached) or
+    timed_out (no usable answer before the deadline)."""
+
     check: CheckName
-    status: Literal["planned", "ran", "skipped"]
+    status: Literal["planned", "ran", "skipped", "failed", "timed_out"]
     reason: str | None = None
 
 
@@ -99,6 +107,9 @@ class CascadeResult(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     plan: CascadePlan
     candidates: list[CandidateChecks]  # in input order
     cost: Cost
+    judges: dict[str, Cost] = msgspec.field(default_factory=dict)  # judge id -> what it cost
+    timed_out: list[str] = msgspec.field(default_factory=list)  # judges benched for timing out
+    deadline_seconds: float | None = None
 
 
 def _rank_key(item: CascadeItem) -> tuple[int, float, str]:
@@ -166,11 +177,18 @@ async def _run_one(
     planned: PlannedCandidate,
     settings: LLMSettings,
     options: AttemptOptions,
+    guard: CallGuard,
 ) -> CandidateChecks:
     gemba_task = backtranslation_task = None
     if planned.runs("gemba"):
         gemba_task = score_candidate(
-            client, planned.selection, settings, source=item.source, candidate=item.candidate, options=options
+            client,
+            planned.selection,
+            settings,
+            source=item.source,
+            candidate=item.candidate,
+            options=options,
+            guard=guard,
         )
     if planned.runs("backtranslation"):
         # the first judge left after self-exclusion backtranslates, so no family reads its own output back
@@ -181,6 +199,7 @@ async def _run_one(
             source=item.source,
             candidate=item.candidate,
             options=options,
+            guard=guard,
         )
     gemba_result, bt_result = await asyncio.gather(
         gemba_task if gemba_task is not None else _none(),
@@ -194,13 +213,21 @@ async def _run_one(
             checks.append(outcome)
             signals[outcome.check] = _skipped_signal(outcome)
             continue
-        checks.append(CheckOutcome(outcome.check, "ran"))
         if outcome.check == "gemba" and isinstance(gemba_result, GembaResult):
             cost.add(gemba_result.cost)
             signals["gemba"] = gemba_signal(gemba_result)
+            statuses = [j.status for j in gemba_result.judges]
+            if gemba_result.stats.n_valid:
+                checks.append(CheckOutcome("gemba", "ran"))
+            else:
+                checks.append(_unanswered("gemba", statuses, signals["gemba"]))
         elif outcome.check == "backtranslation" and isinstance(bt_result, BacktranslationResult):
             cost.add(bt_result.cost)
             signals["backtranslation"] = backtranslation_signal(bt_result)
+            if bt_result.status in ("valid", "invalid"):
+                checks.append(CheckOutcome("backtranslation", "ran"))
+            else:
+                checks.append(_unanswered("backtranslation", [bt_result.status], signals["backtranslation"]))
     return CandidateChecks(
         id=item.id,
         rank=planned.rank,
@@ -212,6 +239,19 @@ async def _run_one(
         gemba_result=gemba_result if isinstance(gemba_result, GembaResult) else None,
         backtranslation_result=bt_result if isinstance(bt_result, BacktranslationResult) else None,
     )
+
+
+def _unanswered(check: CheckName, statuses: Sequence[str], signal: SignalResult) -> CheckOutcome:
+    """A check that produced no value: timed out if any judge did, failed if all failed, skipped if none was asked
+    (the day's LLM budget), otherwise it ran and its answers did not parse."""
+    reason = signal.reason if isinstance(signal, SignalSkipped) else None
+    if "timed_out" in statuses:
+        return CheckOutcome(check, "timed_out", reason)
+    if statuses and all(s == "failed" for s in statuses):
+        return CheckOutcome(check, "failed", reason)
+    if statuses and all(s == "skipped" for s in statuses):
+        return CheckOutcome(check, "skipped", reason)
+    return CheckOutcome(check, "ran", reason)
 
 
 async def _none() -> None:
@@ -229,12 +269,15 @@ async def run_cascade(
     gemba: bool = True,
     backtranslation: bool = True,
     options: AttemptOptions | None = None,
+    guard: CallGuard | None = None,
 ) -> CascadeResult:
-    """Plan, then run the planned checks concurrently (the client bounds concurrency per provider).
+    """Plan, then run the planned checks concurrently (the client bounds concurrency per provider), all within one
+    deadline (``guard``, default ``settings.deadline_seconds`` from now).
 
     ``budget_fraction``/``max_calls`` default to ``settings.review_budget``/``settings.max_calls_per_request``.
     With ``settings.base_url`` empty or no client, nothing is called and every check reads skipped.
     """
+    guard = guard or CallGuard.from_settings(settings)
     configured = settings.configured and client is not None
     plan = plan_cascade(
         items,
@@ -249,7 +292,10 @@ async def run_cascade(
     if client is not None and configured:
         results = list(
             await asyncio.gather(
-                *(_run_one(client, item, p, settings, options) for item, p in zip(items, plan.candidates, strict=True))
+                *(
+                    _run_one(client, item, p, settings, options, guard)
+                    for item, p in zip(items, plan.candidates, strict=True)
+                )
             )
         )
     else:
@@ -268,4 +314,11 @@ async def run_cascade(
     total = Cost()
     for r in results:
         total.add(r.cost)
-    return CascadeResult(plan=plan, candidates=results, cost=total)
+    return CascadeResult(
+        plan=plan,
+        candidates=results,
+        cost=total,
+        judges={judge: guard.costs[judge] for judge in sorted(guard.costs)},
+        timed_out=sorted(guard.benched),
+        deadline_seconds=guard.seconds,
+    )

@@ -11,6 +11,8 @@ UpstreamError
 
 Retried: 429, 5xx, timeouts and transport errors, up to ``RetryPolicy.max_retries`` times with exponential
 backoff and jitter; a ``Retry-After`` header (seconds or an HTTP date) on 429/503 replaces the backoff.
+A call with a ``deadline`` (bounded judge work, ``_guard.py``) waits at most until then: each attempt's timeouts are
+cut to the time left, a timeout is not retried, and no backoff sleeps past the deadline.
 Not retried: other 4xx and undecodable bodies (the same request would fail the same way).
 """
 
@@ -22,10 +24,10 @@ import email.utils
 import logging
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 import msgspec
@@ -313,8 +315,12 @@ class LLMClient:
         prompt_version: str,
         max_tokens: int | None = None,
         use_cache: bool = True,
+        deadline: float | None = None,
+        admit: Callable[[], str | None] | None = None,
     ) -> ChatResult:
-        """One chat completion; ``prompt_version`` names the template (part of the cache key)."""
+        """One chat completion; ``prompt_version`` names the template (part of the cache key); ``deadline`` is a
+        ``time.monotonic()`` instant the call must not outlast; ``admit`` is asked once a connection slot is free
+        and may refuse the call with a reason (a judge benched while it waited): UpstreamTimeout, nothing sent."""
         if not endpoint.base_url:
             raise UpstreamUnavailable("no LLM provider configured")
         provider = self._provider(endpoint.base_url)
@@ -339,7 +345,7 @@ class LLMClient:
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
         try:
-            result = await self._send_with_retries(provider, endpoint, _ENCODER.encode(body))
+            result = await self._send_with_retries(provider, endpoint, _ENCODER.encode(body), deadline, admit)
         except UpstreamError:
             JUDGE_CALLS.labels(endpoint.model, "error").inc()
             raise
@@ -352,7 +358,14 @@ class LLMClient:
             await self.cache.set(cache_key, result)
         return result
 
-    async def _send_with_retries(self, provider: _Provider, endpoint: Endpoint, payload: bytes) -> ChatResult:
+    async def _send_with_retries(
+        self,
+        provider: _Provider,
+        endpoint: Endpoint,
+        payload: bytes,
+        deadline: float | None = None,
+        admit: Callable[[], str | None] | None = None,
+    ) -> ChatResult:
         url = endpoint.base_url.rstrip("/") + "/chat/completions"
         headers = {"content-type": "application/json"}
         if endpoint.api_key:
@@ -362,7 +375,7 @@ class LLMClient:
         while True:
             attempt += 1
             try:
-                return await self._attempt(provider, endpoint, url, headers, payload, attempt)
+                return await self._attempt(provider, endpoint, url, headers, payload, attempt, deadline, admit)
             except UpstreamError as exc:
                 exc.extra["attempts"] = attempt
                 raise
@@ -370,6 +383,8 @@ class LLMClient:
                 failure.error.extra["attempts"] = attempt
                 if attempt > policy.max_retries:
                     raise failure.error from failure.__cause__
+                if deadline is not None and isinstance(failure.error, UpstreamTimeout):
+                    raise failure.error from failure.__cause__  # a timeout under a deadline counts, it is not retried
                 if failure.retry_after is not None:
                     if failure.retry_after > policy.max_retry_after:
                         raise failure.error from failure.__cause__
@@ -377,6 +392,8 @@ class LLMClient:
                     delay = failure.retry_after + random.uniform(0.0, policy.jitter * policy.backoff_base)
                 else:
                     delay = policy.backoff(attempt - 1)
+                if deadline is not None and time.monotonic() + delay >= deadline:
+                    raise failure.error from failure.__cause__
                 provider.stats.retries += 1
                 logger.info(
                     "llm retry %d/%d for model %s in %.3fs: %s",
@@ -396,16 +413,31 @@ class LLMClient:
         headers: dict[str, str],
         payload: bytes,
         attempt: int,
+        deadline: float | None = None,
+        admit: Callable[[], str | None] | None = None,
     ) -> ChatResult:
         await provider.bucket.acquire()
         stats = provider.stats
         async with provider.semaphore:
+            refusal = admit() if admit is not None else None
+            if refusal is not None:
+                raise UpstreamTimeout(refusal, extra={"refused": True, "model": endpoint.model})
             stats.in_flight += 1
             stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
             stats.requests += 1
             started = time.perf_counter()
+            timeout: Any = httpx.USE_CLIENT_DEFAULT
+            if deadline is not None:
+                left = max(0.001, deadline - time.monotonic())
+                base = self._http.timeout
+                timeout = httpx.Timeout(
+                    connect=min(base.connect or left, left),
+                    read=min(base.read or left, left),
+                    write=min(base.write or left, left),
+                    pool=min(base.pool or left, left),
+                )
             try:
-                response = await self._http.post(url, content=payload, headers=headers)
+                response = await self._http.post(url, content=payload, headers=headers, timeout=timeout)
             except httpx.TimeoutException as exc:
                 error: UpstreamError = UpstreamTimeout(
                     f"{endpoint.model}: {type(exc).__name__} after {time.perf_counter() - started:.2f}s"

@@ -9,6 +9,8 @@ Answer parsing (``parse_score``), applied to the answer after stripping surround
 | 1-3 ASCII digits, optional ".digits",     | that number, if 0 <= x <= 100   |
 | optional one trailing "."                 | ("85", "85.", "85.5", "085", "100.0") |
 | same shape but > 100 ("101", "100.5")     | error "out_of_range"            |
+| a fraction strictly between 0 and 1       | error "wrong_scale" ("0.55": a  |
+|                                           | 0-1 answer, never rescaled)     |
 | anything else: signs, %, "/100", words,   | error "not_a_number"            |
 | markdown, two numbers, non-ASCII digits,  | ("-5", "85%", "85/100", "Score: 85", |
 | exponents, commas, nan/inf, ".5"          |  "**85**", "85 90", "٨٥", "1e2") |
@@ -29,12 +31,14 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from service.core.llm._client import ChatMessage
+from service.core.llm._guard import max_tokens_for
 from service.core.llm._judging import Attempt, AttemptOptions, Cost, JudgeStatus, ask_until_parsed
 from service.core.llm._panels import ExcludedJudge, Judge, JudgeSelection, resolve_endpoint
 from service.core.types import Flag, Severity, SignalResult, SignalSkipped, SignalValue
 
 if TYPE_CHECKING:
     from service.core.llm._client import LLMClient
+    from service.core.llm._guard import CallGuard
     from service.core.settings import LLMSettings
 
 __all__ = [
@@ -124,6 +128,8 @@ def parse_score(text: str | None, finish_reason: str | None = "stop") -> tuple[f
     value = float(match.group(1))
     if not 0.0 <= value <= 100.0:
         return None, "out_of_range"
+    if 0.0 < value < 1.0:
+        return None, "wrong_scale"  # a probability-style answer; 0-100 was asked for, and we never rescale
     return value, None
 
 
@@ -143,7 +149,8 @@ class JudgeScore(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 
 
 class PanelStats(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """Risk = 100 - score over the valid judges; every field is None when no judge is valid.
+    """Risk = 100 - score over the valid judges; every field but the counts is None when no judge is valid.
+    ``n_judges`` judges were asked, ``n_valid`` of them gave a score (the rest failed, timed out or did not parse).
 
     ``lower_two_mean_risk`` is the mean risk of the two lowest scores (= the two highest risks; the single risk
     when only one judge is valid). ``min_score_risk`` (100 - lowest score) equals ``max_risk`` by definition;
@@ -151,6 +158,7 @@ class PanelStats(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """
 
     n_valid: int
+    n_judges: int = 0
     mean_risk: float | None = None
     median_risk: float | None = None
     lower_two_mean_risk: float | None = None
@@ -173,12 +181,14 @@ class GembaResult(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     cost: Cost
 
 
-def panel_stats(scores: Sequence[float]) -> PanelStats:
+def panel_stats(scores: Sequence[float], n_judges: int | None = None) -> PanelStats:
+    asked = len(scores) if n_judges is None else n_judges
     if not scores:
-        return PanelStats(n_valid=0)
+        return PanelStats(n_valid=0, n_judges=asked)
     risks = sorted((100.0 - s for s in scores), reverse=True)  # highest risk (lowest score) first
     return PanelStats(
         n_valid=len(risks),
+        n_judges=asked,
         mean_risk=statistics.fmean(risks),
         median_risk=float(statistics.median(risks)),
         lower_two_mean_risk=statistics.fmean(risks[:2]),
@@ -210,6 +220,7 @@ async def _judge_one(
     settings: LLMSettings,
     messages: list[ChatMessage],
     options: AttemptOptions,
+    guard: CallGuard | None,
 ) -> JudgeScore:
     outcome = await ask_until_parsed(
         client,
@@ -218,7 +229,9 @@ async def _judge_one(
         prompt_version=GEMBA_PROMPT_VERSION,
         parse=parse_score,
         options=options,
-        max_tokens=judge.max_tokens,
+        max_tokens=max_tokens_for("gemba", judge, settings),
+        guard=guard,
+        judge_id=judge.id,
     )
     score = outcome.value if outcome.status == "valid" else None
     return JudgeScore(
@@ -243,11 +256,14 @@ async def score_candidate(
     source: str,
     candidate: str,
     options: AttemptOptions | None = None,
+    guard: CallGuard | None = None,
 ) -> GembaResult:
-    """Ask every selected judge concurrently; failures and invalid answers are recorded, never scored."""
+    """Ask every selected judge concurrently; failures, timeouts and invalid answers are recorded, never scored."""
     options = options or AttemptOptions(temperature=settings.temperature)
     messages = build_gemba_messages(source, candidate)
-    judges = list(await asyncio.gather(*(_judge_one(client, j, settings, messages, options) for j in selection.judges)))
+    judges = list(
+        await asyncio.gather(*(_judge_one(client, j, settings, messages, options, guard) for j in selection.judges))
+    )
     cost = Cost()
     for j in judges:
         cost.add(j.cost)
@@ -259,7 +275,7 @@ async def score_candidate(
         candidate_family=selection.candidate_family,
         judges=judges,
         excluded=selection.excluded,
-        stats=panel_stats([j.score for j in judges if j.score is not None]),
+        stats=panel_stats([j.score for j in judges if j.score is not None], n_judges=len(judges)),
         flags=red_flags(judges),
         cost=cost,
     )

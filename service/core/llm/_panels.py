@@ -47,7 +47,7 @@ class Judge(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     base_url: str | None = None
     # name of the environment variable holding this judge's key (never the key itself in data)
     api_key_env: str | None = None
-    # sent as max_tokens when set (leave unset for reasoning models that spend tokens before answering)
+    # replaces the max_tokens of every call type for this judge (a reasoning model spends tokens before answering)
     max_tokens: int | None = None
 
 

@@ -19,6 +19,7 @@ from service.core.llm import (
     NO_PROVIDER,
     Attempt,
     AttemptOptions,
+    CallGuard,
     ChatMessage,
     Cost,
     ExcludedJudge,
@@ -29,6 +30,7 @@ from service.core.llm import (
     ask_until_parsed,
     choose_panel,
     family_of,
+    max_tokens_for,
     resolve_endpoint,
     select_judges,
 )
@@ -265,6 +267,7 @@ async def _grade_one(
     messages: list[ChatMessage],
     plan: GradePlan,
     response_family: str | None,
+    guard: CallGuard | None,
 ) -> JudgeGrade:
     def parse(text: str | None, finish_reason: str | None) -> tuple[GradeParse | None, str | None]:
         result = parse_grade(text, finish_reason, language=plan.language, partial_credit=plan.partial_credit)
@@ -277,7 +280,9 @@ async def _grade_one(
         prompt_version=GRADE_PROMPT_VERSIONS[plan.language],
         parse=parse,
         options=AttemptOptions(temperature=plan.temperature, max_attempts=plan.max_attempts),
-        max_tokens=judge.max_tokens,
+        max_tokens=max_tokens_for("text", judge, settings),
+        guard=guard,
+        judge_id=judge.id,
     )
     last = outcome.attempts[-1] if outcome.attempts else None
     parsed = outcome.value
@@ -310,7 +315,9 @@ def _votes(judges: list[JudgeGrade]) -> VoteCounts:
     )
 
 
-async def _grade_item(client: LLMClient, plan: GradePlan, item: GradeItem, settings: LLMSettings) -> GradeOutcome:
+async def _grade_item(
+    client: LLMClient, plan: GradePlan, item: GradeItem, settings: LLMSettings, guard: CallGuard | None
+) -> GradeOutcome:
     item_id = item.id or ""
     selection = select_judges(plan.panel, item.response_model, exclude_same_family=plan.exclude_own_family)
     if not settings.configured:
@@ -326,7 +333,9 @@ async def _grade_item(client: LLMClient, plan: GradePlan, item: GradeItem, setti
     )
     family = selection.candidate_family or family_of(item.response_model)
     judges = list(
-        await asyncio.gather(*(_grade_one(client, j, settings, messages, plan, family) for j in selection.judges))
+        await asyncio.gather(
+            *(_grade_one(client, j, settings, messages, plan, family, guard) for j in selection.judges)
+        )
     )
     quorum = plan.min_parsed_votes or default_quorum(len(judges))
     cost = Cost()
@@ -345,6 +354,8 @@ async def _grade_item(client: LLMClient, plan: GradePlan, item: GradeItem, setti
     )
 
 
-async def run_grades(client: LLMClient, plan: GradePlan, settings: LLMSettings) -> list[GradeOutcome]:
-    """Every item of the plan, concurrently (the client limits calls per provider)."""
-    return list(await asyncio.gather(*(_grade_item(client, plan, item, settings) for item in plan.items)))
+async def run_grades(
+    client: LLMClient, plan: GradePlan, settings: LLMSettings, guard: CallGuard | None = None
+) -> list[GradeOutcome]:
+    """Every item of the plan, concurrently (the client limits calls per provider), within the guard's deadline."""
+    return list(await asyncio.gather(*(_grade_item(client, plan, item, settings, guard) for item in plan.items)))

@@ -25,13 +25,23 @@ from typing import TYPE_CHECKING, Annotated
 import msgspec
 
 from service.core.errors import InputError
-from service.core.llm import NO_PROVIDER, AttemptOptions, Cost, Endpoint, Outcome, ask_until_parsed
+from service.core.llm import (
+    NO_PROVIDER,
+    AttemptOptions,
+    CallGuard,
+    Cost,
+    Endpoint,
+    Outcome,
+    ask_until_parsed,
+    max_tokens_for,
+)
 from service.core.mata._parsing import McqAnswered, McqFormatFailure, McqReading, read_mcq_answer
 from service.core.mata._prompts import MCQ_PROMPT_HASHES, MCQ_PROMPT_VERSIONS, MataLanguage, build_mcq_messages
 from service.core.text import require_text
 
 if TYPE_CHECKING:
     from service.core.llm import LLMClient
+    from service.core.settings import LLMSettings
 
 __all__ = [
     "MAX_MCQ_ITEMS",
@@ -290,7 +300,12 @@ def validate_mcq_run(request: McqRunRequest) -> list[McqVariant]:
 
 
 async def _ask(
-    client: LLMClient, endpoint: Endpoint, question: McqVariant, request: McqRunRequest
+    client: LLMClient,
+    endpoint: Endpoint,
+    question: McqVariant,
+    request: McqRunRequest,
+    max_tokens: int | None,
+    guard: CallGuard | None,
 ) -> tuple[McqAnswerRecord, Cost]:
     messages = build_mcq_messages(
         language=request.language, question=question.question, options=[(o.label, o.text) for o in question.options]
@@ -307,7 +322,8 @@ async def _ask(
         prompt_version=MCQ_PROMPT_VERSIONS[request.language],
         parse=parse,
         options=AttemptOptions(temperature=request.temperature, max_attempts=1),
-        max_tokens=request.max_tokens,
+        max_tokens=max_tokens,
+        guard=guard,
     )
     last = outcome.attempts[-1] if outcome.attempts else None
     record = McqAnswerRecord(
@@ -316,7 +332,7 @@ async def _ask(
         answer=question.answer,
         reading=outcome.value,
         raw=last.raw if last is not None else None,
-        error=outcome.error if outcome.status == "failed" else None,
+        error=outcome.error if outcome.status in ("failed", "timed_out") else None,
         category=question.category,
     )
     return record, outcome.cost
@@ -363,12 +379,22 @@ def _profile(stats: dict[str, McqVariantStats]) -> McqProfile:
     )
 
 
-async def run_mcq(client: LLMClient, endpoint: Endpoint, request: McqRunRequest) -> McqRunOutcome:
-    """Ask every variant concurrently (the client limits calls per provider); skipped without a provider."""
+async def run_mcq(
+    client: LLMClient,
+    endpoint: Endpoint,
+    request: McqRunRequest,
+    settings: LLMSettings | None = None,
+    guard: CallGuard | None = None,
+) -> McqRunOutcome:
+    """Ask every variant concurrently (the client limits calls per provider), within the guard's deadline; skipped
+    without a provider. ``max_tokens``: the request's, else the free-text default of ``settings``."""
     questions = validate_mcq_run(request)
     if not endpoint.base_url:
         return McqRunSkipped(NO_PROVIDER)
-    results = await asyncio.gather(*(_ask(client, endpoint, q, request) for q in questions))
+    max_tokens = request.max_tokens
+    if max_tokens is None and settings is not None:
+        max_tokens = max_tokens_for("text", None, settings)
+    results = await asyncio.gather(*(_ask(client, endpoint, q, request, max_tokens, guard) for q in questions))
     cost = Cost()
     by_variant: dict[str, list[McqAnswerRecord]] = {}
     for record, spent in results:

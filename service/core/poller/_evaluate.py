@@ -22,6 +22,7 @@ from service.core.llm import (
     NO_PROVIDER,
     Attempt,
     AttemptOptions,
+    CallGuard,
     ChatMessage,
     Cost,
     ExcludedJudge,
@@ -32,6 +33,7 @@ from service.core.llm import (
     ask_until_parsed,
     choose_panel,
     family_of,
+    max_tokens_for,
     resolve_endpoint,
     select_judges,
 )
@@ -325,6 +327,7 @@ async def _judge_one(
     messages: list[ChatMessage],
     plan: PollerPlan,
     producer_family: str | None,
+    guard: CallGuard | None,
 ) -> PollerJudgeResult:
     dimensions = resolve_dimensions(plan.dimensions)
 
@@ -338,7 +341,9 @@ async def _judge_one(
         prompt_version=POLLER_PROMPT_VERSIONS[plan.language],
         parse=parse,
         options=AttemptOptions(temperature=plan.temperature, max_attempts=plan.max_attempts),
-        max_tokens=judge.max_tokens,
+        max_tokens=max_tokens_for("text", judge, settings),
+        guard=guard,
+        judge_id=judge.id,
     )
     last = outcome.attempts[-1] if outcome.attempts else None
     parsed = outcome.value
@@ -365,7 +370,7 @@ async def _judge_one(
 
 
 async def _evaluate_item(
-    client: LLMClient, plan: PollerPlan, item: InterpretationIn, settings: LLMSettings
+    client: LLMClient, plan: PollerPlan, item: InterpretationIn, settings: LLMSettings, guard: CallGuard | None
 ) -> PollerItem:
     selection = select_judges(plan.panel, item.model, exclude_same_family=plan.exclude_own_family)
     if not settings.configured:
@@ -383,7 +388,9 @@ async def _evaluate_item(
     )
     family = selection.candidate_family or family_of(item.model)
     judges = list(
-        await asyncio.gather(*(_judge_one(client, j, settings, messages, plan, family) for j in selection.judges))
+        await asyncio.gather(
+            *(_judge_one(client, j, settings, messages, plan, family, guard) for j in selection.judges)
+        )
     )
     stats = []
     for name in plan.dimensions:
@@ -401,9 +408,14 @@ async def _evaluate_item(
     return PollerScored(item.id, judges, selection.excluded, stats, overall_average(stats), cost)
 
 
-async def run_poller_evaluation(client: LLMClient, plan: PollerPlan, settings: LLMSettings) -> PollerEvaluation:
-    """Every interpretation of the plan, concurrently (the client limits calls per provider)."""
-    items = list(await asyncio.gather(*(_evaluate_item(client, plan, i, settings) for i in plan.interpretations)))
+async def run_poller_evaluation(
+    client: LLMClient, plan: PollerPlan, settings: LLMSettings, guard: CallGuard | None = None
+) -> PollerEvaluation:
+    """Every interpretation of the plan, concurrently (the client limits calls per provider), within the guard's
+    deadline when one is given."""
+    items = list(
+        await asyncio.gather(*(_evaluate_item(client, plan, i, settings, guard) for i in plan.interpretations))
+    )
     cost = Cost()
     for item in items:
         if isinstance(item, PollerScored):

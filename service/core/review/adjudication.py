@@ -31,6 +31,7 @@ import msgspec
 from service.core.durable import Label
 from service.core.llm._client import ChatMessage
 from service.core.llm._gemba import data_fence_tag
+from service.core.llm._guard import max_tokens_for
 from service.core.llm._judging import AttemptOptions, ask_until_parsed
 from service.core.llm._panels import Judge, resolve_endpoint
 
@@ -166,7 +167,7 @@ async def _ask(
         prompt_version=ADJUDICATION_PROMPT_VERSION,
         parse=parse_adjudication,
         options=options,
-        max_tokens=judge.max_tokens,
+        max_tokens=max_tokens_for("text", judge, settings),
     )
     return JudgeVote(
         judge_id=judge.id,

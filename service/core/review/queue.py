@@ -30,7 +30,7 @@ from redis.asyncio import Redis
 
 from service.core.budget import Budget
 from service.core.errors import Conflict, InputError, NotFound
-from service.core.records import Routing
+from service.core.records import LLM_SIGNALS, Routing
 from service.core.risk import RiskResult
 from service.core.store import AssessmentState
 from service.core.types import Flag, SignalResult, SignalValue
@@ -109,7 +109,7 @@ def signal_snapshot(state: AssessmentState, candidate_id: str) -> ItemSnapshot:
     model = next((c.model for c in state.meta.request.candidates if c.id == candidate_id), None)
     result = candidate_result(state, candidate_id, model)
     judges: dict[str, float | None] = {}
-    gemba = result.signals.get("gemba_mean_risk")
+    gemba = result.signals.get(LLM_SIGNALS["gemba"])
     scores = gemba.detail.get("scores") if isinstance(gemba, SignalValue) else None
     if isinstance(scores, dict):
         judges = {str(jid): None if sc is None else float(sc) for jid, sc in scores.items()}
@@ -120,19 +120,20 @@ def signal_snapshot(state: AssessmentState, candidate_id: str) -> ItemSnapshot:
         risk=result.risk,
         routing=result.routing,
         budget=result.budget,
-        risk_models=state.final.risk_models if state.final is not None else None,
+        risk_models=state.published.risk_models if state.published is not None else None,
     )
 
 
 def queue_items(tenant: str, state: AssessmentState) -> list[QueueItem]:
-    """The queue items of a finished assessment (one per candidate with a final row)."""
+    """The queue items of an assessment's published result (final, else the cheap tier's): one per candidate."""
     meta = state.meta
     req = meta.request
     passage = req.source.ref or "sha:" + hashlib.sha256(req.source.text.encode()).hexdigest()[:16]
     now = time.time()
     out = []
+    published = state.published
     for c in req.candidates:
-        final = state.final.candidates.get(c.id) if state.final is not None else None
+        final = published.candidates.get(c.id) if published is not None else None
         if final is None:
             continue
         forced = final.risk.forced_severity is not None
@@ -182,15 +183,22 @@ end
 """
 
 _ENQUEUE = """
--- ARGV: ttl, then (id, priority, json) triples; an item already known keeps its state (idempotent re-runs)
+-- ARGV: ttl, refresh (1/0), then (id, priority, json) triples. A new item is added; an item already known keeps its
+-- state (idempotent re-runs) and, with refresh, takes the new body and priority: the final result replacing the cheap
+-- tier's. Its lease and verdicts are untouched (ZADD XX: a leased item is not made available again).
 local ttl = tonumber(ARGV[1])
+local refresh = ARGV[2] == '1'
 local added = 0
-for i = 2, #ARGV, 3 do
+for i = 3, #ARGV, 3 do
   local id, prio, body = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   if redis.call('HSETNX', KEYS[1], id, body) == 1 then
     redis.call('ZADD', KEYS[2], prio, id)
     redis.call('ZADD', KEYS[3], prio, id)
     added = added + 1
+  elseif refresh then
+    redis.call('HSET', KEYS[1], id, body)
+    redis.call('ZADD', KEYS[2], 'XX', prio, id)
+    redis.call('ZADD', KEYS[3], 'XX', prio, id)
   end
 end
 if ttl > 0 then
@@ -341,11 +349,18 @@ class ReviewQueue:
         k = _keys(tenant)
         return [k["items"], k["order"], k["avail"], k["leased"], k["item_lease"], k["leases"], k["reviewed"]]
 
-    async def add(self, tenant: str, items: list[QueueItem]) -> int:
-        """Add items (idempotent: known items keep their state); returns how many were new."""
+    async def add(self, tenant: str, items: list[QueueItem], *, refresh: bool = False) -> int:
+        """Add items (idempotent: known items keep their state; with ``refresh`` they take the new priority and
+        snapshot); returns how many were new."""
         if not items:
             return 0
-        args: list[Any] = [self.ttl]
+        if refresh:  # a known item keeps the time it joined the queue
+            known = await self.redis.hmget(_keys(tenant)["items"], [it.id for it in items])
+            items = [
+                it if raw is None else msgspec.structs.replace(it, enqueued_at=_item_dec.decode(raw).enqueued_at)
+                for it, raw in zip(items, known, strict=True)
+            ]
+        args: list[Any] = [self.ttl, "1" if refresh else "0"]
         for it in items:
             if it.tenant != tenant:
                 raise InputError(f"item {it.id} belongs to tenant {it.tenant!r}, not {tenant!r}")
@@ -483,9 +498,13 @@ class ReviewQueue:
         await self.redis.delete(*self._klist(tenant))
 
 
-async def enqueue_for_review(redis: Redis, tenant: str, state: AssessmentState, *, retention_seconds: int = 0) -> int:
-    """The worker hook: call right after an assessment's final part is written. Adds every candidate of the
-    assessment to the tenant's review queue (idempotent); returns how many items were new."""
+async def enqueue_for_review(
+    redis: Redis, tenant: str, state: AssessmentState, *, retention_seconds: int = 0, refresh: bool = False
+) -> int:
+    """The worker hook: call when an assessment's result is published (the cheap tier's, then with ``refresh`` the
+    final one). Adds every candidate to the tenant's review queue (idempotent); returns how many items were new."""
     if state.meta.tenant != tenant:
         raise InputError(f"assessment {state.meta.id} belongs to tenant {state.meta.tenant!r}, not {tenant!r}")
-    return await ReviewQueue(redis, retention_seconds=retention_seconds).add(tenant, queue_items(tenant, state))
+    return await ReviewQueue(redis, retention_seconds=retention_seconds).add(
+        tenant, queue_items(tenant, state), refresh=refresh
+    )

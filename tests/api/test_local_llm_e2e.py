@@ -1,0 +1,144 @@
+"""The judge tier end to end against the real local model server (opt-in: `make test-llm`): an assessment with the LLM
+tier on, a Poller evaluation and a MATA grade, each through the API and a real worker.
+
+The small model's judgements are worth nothing, so these tests assert on behaviour only: results arrive within the
+deadline, every answer has a parse status, and no number exists that the model's own text does not say.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from litestar.testing import TestClient
+
+from service.app import create_app
+from service.app.resources import Resources
+from service.core.llm import parse_score
+from service.core.novelty import NoveltyIndex
+from service.core.settings import REPO_ROOT, Settings
+from tests.conftest import issue_test_key, keyed
+from tests.support.local_llm import LocalLLM
+from tests.worker_support import run_worker_burst
+
+pytestmark = pytest.mark.local_llm
+
+DEADLINE = 60.0
+SOURCE = "Evaṁ me sutaṁ—ekaṁ samayaṁ bhagavā sāvatthiyaṁ viharati jetavane anāthapiṇḍikassa ārāme."
+CANDIDATES = [
+    "So I have heard. At one time the Buddha was staying near Sāvatthī in Jeta's Grove, Anāthapiṇḍika's monastery.",
+    "Thus have I heard. Once the Blessed One dwelt at Sāvatthī, in the Jeta Grove, the park of Anāthapiṇḍika.",
+    "I heard this. The Buddha lived in Rājagaha at the Bamboo Grove.",
+]
+
+
+@pytest.fixture()
+def local_settings(test_settings: Settings, tmp_path: Path, local_llm_server: LocalLLM) -> Settings:
+    models = tmp_path / "models"
+    (models / "panels").mkdir(parents=True)
+    for sub in ("risk", "length", "critical", "embeddings"):
+        (models / sub).symlink_to(REPO_ROOT / "models" / sub)
+    # the model's family is none of the known ones; nothing here comes from it, so nothing is excluded
+    panel = {"name": "local", "version": "1", "judges": [{"id": "smollm", "model": local_llm_server.model,
+                                                           "family": "meta"}]}  # fmt: skip
+    (models / "panels" / "local.json").write_text(json.dumps(panel))
+    llm = replace(
+        test_settings.llm,
+        base_url=local_llm_server.base_url,
+        api_key="",
+        panel="local",
+        deadline_seconds=DEADLINE,
+        text_max_tokens=256,  # a Poller answer of eight reasons is longer: truncated answers are parse failures
+        review_budget=1.0,
+        requests_per_second=0,
+    )
+    return replace(
+        test_settings,
+        llm=llm,
+        risk=replace(test_settings.risk, models_dir=str(models)),
+        redis=replace(test_settings.redis, queue_name=f"trisk:test:{uuid.uuid4().hex}:q"),
+    )
+
+
+@pytest.fixture()
+def api(sn12_index: NoveltyIndex, local_settings: Settings) -> Iterator[Any]:
+    resources = Resources(settings=local_settings, indexes={"pli": sn12_index})
+    with TestClient(app=create_app(local_settings, resources=resources)) as tc:
+        yield keyed(tc, issue_test_key(local_settings))
+
+
+def test_an_assessment_gets_its_cheap_result_then_the_judges_within_the_deadline(
+    api: Any, local_settings: Settings
+) -> None:
+    tag = uuid.uuid4().hex[:8]  # fresh prompts: answers are cached by prompt
+    body = {
+        "source": {"text": f"{SOURCE} {tag}", "lang": "pli"},
+        "candidates": [{"id": f"c{i}", "text": f"{t} {tag}"} for i, t in enumerate(CANDIDATES)],
+        "checks": ["peer_distance", "hard_flags", "critical", "gemba", "backtranslation"],
+    }
+    aid = api.post("/v1/assessments", json=body).json()["id"]
+    started = time.monotonic()
+    run_worker_burst(local_settings)
+    elapsed = time.monotonic() - started
+    done = api.get(f"/v1/assessments/{aid}").json()
+    assert done["status"] == "done", done
+    assert elapsed < DEADLINE + 30, elapsed  # the deadline holds (cheap tier and start-up on top)
+    assert done["llm_tier"]["status"] in {"done", "timed_out"}, done["llm_tier"]
+    assert all(c["risk"] is not None for c in done["candidates"])
+    for detail in done["llm"]["details"].values():
+        for judge in (detail.get("gemba_result") or {}).get("judges", []):
+            assert judge["status"] in {"valid", "invalid", "timed_out"}, judge
+            # nothing fabricated: a score exists only where the model's own answer parses to it
+            if judge["status"] == "valid":
+                assert parse_score(judge["raw"], "stop") == (judge["score"], None), judge
+            else:
+                assert judge["score"] is None and judge["error"], judge
+    assert done["llm"]["judges"]["smollm"]["calls"] >= 1
+
+
+def test_a_poller_evaluation_and_a_mata_grade_come_back_with_parse_statuses(
+    api: Any, local_settings: Settings, local_llm_server: LocalLLM
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    judges = [{"id": "smollm", "model": local_llm_server.model, "family": "meta"}]
+    poller = api.post(
+        "/v1/poller/evaluations",
+        json={
+            "poem": {"text": f"Quiet pond; a frog leaps in. The sound of water. ({tag})"},
+            "interpretation": "A moment of stillness broken, then stillness again.",
+            "persona": {"author": "Matsuo Bashō", "basic_information": "A poet of the Edo period."},
+            "judges": judges,
+        },
+    )
+    assert poller.status_code == 202, poller.text
+    grade = api.post(
+        "/v1/mata/grades",
+        json={"question": f"What is 2 + 2? ({tag})", "answer": "4", "response": "Four.", "judges": judges},
+    )
+    assert grade.status_code == 202, grade.text
+    run_worker_burst(local_settings)
+
+    evaluation = api.get(poller.headers["location"]).json()
+    assert evaluation["status"] == "done", evaluation
+    (item,) = evaluation["result"]["items"]
+    assert item["status"] == "scored", item
+    for judge in item["judges"]:
+        assert judge["status"] in {"valid", "invalid", "timed_out"}, judge
+        for dim in judge["dimensions"]:
+            # a score only where the answer gave one for that dimension; otherwise a recorded parse failure
+            assert dim["status"] in {"scored", "parse_failure"}, dim
+            assert ("score" in dim) == (dim["status"] == "scored"), dim
+
+    graded = api.get(grade.headers["location"]).json()
+    assert graded["status"] == "done", graded
+    (result,) = graded["results"]
+    for judge in result["judges"]:
+        assert judge["status"] in {"valid", "invalid", "timed_out"}, judge
+        assert (judge["verdict"] is None) == (judge["status"] != "valid"), judge
+    assert result["verdict"] in {"correct", "incorrect", "no_majority"}

@@ -1,0 +1,54 @@
+"""Bounded judge work: call sizes per call type, the shared deadline and benching of a judge that keeps timing out."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.core.llm import CallGuard, Judge, max_tokens_for
+from service.core.settings import LLMSettings
+
+SETTINGS = LLMSettings(gemba_max_tokens=16, text_max_tokens=1024)
+PLAIN = Judge(id="j", model="m", family="openai")
+REASONING = Judge(id="r", model="m", family="openai", max_tokens=8000)
+
+
+@pytest.mark.parametrize(
+    ("call", "judge", "source_chars", "expected"),
+    [
+        ("gemba", PLAIN, 500, 16),  # a GEMBA answer is one number
+        ("gemba", None, 0, 16),
+        ("gemba", REASONING, 500, 8000),  # the judge's own override wins for every call type
+        ("backtranslation", PLAIN, 100, 164),  # about the source's length, plus room
+        ("backtranslation", PLAIN, 5000, 1024),  # never beyond the free-text cap
+        ("backtranslation", REASONING, 100, 8000),
+        ("text", PLAIN, 0, 1024),
+    ],
+)
+def test_max_tokens_per_call_type(call: str, judge: Judge | None, source_chars: int, expected: int) -> None:
+    assert max_tokens_for(call, judge, SETTINGS, source_chars=source_chars) == expected  # type: ignore[arg-type]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_deadline_is_shared_and_a_judge_is_benched_after_its_second_timeout() -> None:
+    clock = Clock()
+    guard = CallGuard(10.0, clock=clock)
+    assert guard.refusal("a") is None and guard.remaining() == 10.0
+    guard.timed_out("a")
+    assert guard.refusal("a") is None and "a" not in guard.benched  # one timeout: asked again
+    guard.timed_out("a")
+    assert "timed out 2 times" in str(guard.refusal("a")) and guard.benched == {"a"}
+    assert guard.refusal("b") is None  # another judge is still asked
+    clock.now = 110.0
+    assert "deadline of 10 s passed" in str(guard.refusal("b")) and guard.benched == {"a", "b"}
+
+
+def test_no_deadline_when_the_setting_is_zero() -> None:
+    guard = CallGuard(0.0)
+    assert guard.remaining() == float("inf") and guard.refusal("a") is None

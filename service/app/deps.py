@@ -1,5 +1,5 @@
-"""Dependencies of the request handlers (Litestar ``Provide``): store, job queue, review queue, durable store, model
-catalog and the caller's tenant. Tests override these, never the modules that use them."""
+"""Dependencies of the request handlers (Litestar ``Provide``): store, job queue, review queue, judge jobs, durable
+store, model catalog and the caller's tenant. Tests override these, never the modules that use them."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from service.app.resources import Resources, open_queue
 from service.app.tenancy import current_tenant
 from service.core.durable import DurableStore
 from service.core.errors import NotReady
+from service.core.judge_jobs import JudgeJobStore
 from service.core.review.queue import ReviewQueue
 from service.core.risk_catalog import ModelCatalog
 from service.core.settings import Settings
@@ -61,6 +62,12 @@ def provide_review_queue(resources: Resources) -> ReviewQueue:
     return ReviewQueue(resources.redis, retention_seconds=resources.settings.redis.retention_seconds)
 
 
+def provide_judge_jobs(resources: Resources) -> JudgeJobStore:
+    if resources.redis is None:
+        raise NotReady("Redis is not connected")
+    return JudgeJobStore(resources.redis, retention_seconds=resources.settings.redis.retention_seconds)
+
+
 def provide_db(resources: Resources) -> DurableStore:
     if resources.db is None:
         raise NotReady("the durable store is not open")
@@ -85,6 +92,7 @@ def dependencies() -> dict[str, Provide]:
         "store": Provide(provide_store, sync_to_thread=False),
         "jobs": Provide(provide_jobs, sync_to_thread=False),
         "review_queue": Provide(provide_review_queue, sync_to_thread=False),
+        "judge_jobs": Provide(provide_judge_jobs, sync_to_thread=False),
         "db": Provide(provide_db, sync_to_thread=False),
         "catalog": Provide(provide_catalog, sync_to_thread=False),
         "tenant": Provide(provide_tenant, sync_to_thread=False),

@@ -32,7 +32,6 @@ from service.core.mata import (
     validate_mcq_run,
 )
 from service.core.settings import Settings
-from service.core.store import Store
 
 __all__ = ["GradesOut", "MataController", "McqRunOut"]
 
@@ -71,11 +70,16 @@ class MataController(Controller):
     tags = ["mata"]
 
     async def _grade(
-        self, data: GradeRequest | GradeBatchRequest, settings: Settings, store: Store, jobs: JobQueue, tenant: str
+        self,
+        data: GradeRequest | GradeBatchRequest,
+        settings: Settings,
+        judge_jobs: JudgeJobStore,
+        jobs: JobQueue,
+        tenant: str,
     ) -> Response[GradesOut]:
         panels = Path(settings.risk.models_dir) / "panels"
         plan = plan_grades(data, default_panel=settings.llm.panel, panels_dir=panels)
-        job = await submit_judge_job(settings, store, jobs, tenant, "grades", plan)
+        job = await submit_judge_job(settings, judge_jobs, jobs, tenant, "grades", plan)
         return Response(_grades(job), status_code=202, headers={"Location": f"/v1/mata/grades/{job.id}"})
 
     @post(
@@ -92,9 +96,9 @@ class MataController(Controller):
         status_code=202,
     )
     async def grade(
-        self, data: GradeRequest, settings: Settings, store: Store, jobs: JobQueue, tenant: str
+        self, data: GradeRequest, settings: Settings, judge_jobs: JudgeJobStore, jobs: JobQueue, tenant: str
     ) -> Response[GradesOut]:
-        return await self._grade(data, settings, store, jobs, tenant)
+        return await self._grade(data, settings, judge_jobs, jobs, tenant)
 
     @post(
         "/grades/batch",
@@ -104,14 +108,13 @@ class MataController(Controller):
         status_code=202,
     )
     async def grade_batch(
-        self, data: GradeBatchRequest, settings: Settings, store: Store, jobs: JobQueue, tenant: str
+        self, data: GradeBatchRequest, settings: Settings, judge_jobs: JudgeJobStore, jobs: JobQueue, tenant: str
     ) -> Response[GradesOut]:
-        return await self._grade(data, settings, store, jobs, tenant)
+        return await self._grade(data, settings, judge_jobs, jobs, tenant)
 
     @get("/grades/{grade_id:str}", operation_id="getMataGrades", **access("read"), summary="A grading job's results")
-    async def read_grades(self, grade_id: str, settings: Settings, store: Store, tenant: str) -> GradesOut:
-        judge_store = JudgeJobStore(store.redis, retention_seconds=settings.redis.retention_seconds)
-        return _grades(await judge_store.get(tenant, "grades", grade_id))
+    async def read_grades(self, grade_id: str, judge_jobs: JudgeJobStore, tenant: str) -> GradesOut:
+        return _grades(await judge_jobs.get(tenant, "grades", grade_id))
 
     @post(
         "/mcq-answers",
@@ -142,16 +145,15 @@ class MataController(Controller):
         status_code=202,
     )
     async def mcq_run(
-        self, data: McqRunRequest, settings: Settings, store: Store, jobs: JobQueue, tenant: str
+        self, data: McqRunRequest, settings: Settings, judge_jobs: JudgeJobStore, jobs: JobQueue, tenant: str
     ) -> Response[McqRunOut]:
         validate_mcq_run(data)
-        job = await submit_judge_job(settings, store, jobs, tenant, "mcq", data)
+        job = await submit_judge_job(settings, judge_jobs, jobs, tenant, "mcq", data)
         return Response(_run(job), status_code=202, headers={"Location": f"/v1/mata/mcq-runs/{job.id}"})
 
     @get("/mcq-runs/{run_id:str}", operation_id="getMcqRun", **access("read"), summary="A multiple-choice run")
-    async def read_run(self, run_id: str, settings: Settings, store: Store, tenant: str) -> McqRunOut:
-        judge_store = JudgeJobStore(store.redis, retention_seconds=settings.redis.retention_seconds)
-        return _run(await judge_store.get(tenant, "mcq", run_id))
+    async def read_run(self, run_id: str, judge_jobs: JudgeJobStore, tenant: str) -> McqRunOut:
+        return _run(await judge_jobs.get(tenant, "mcq", run_id))
 
     @post(
         "/agreement",

@@ -31,7 +31,6 @@ from service.core.poller import (
     poller_agreement,
 )
 from service.core.settings import Settings
-from service.core.store import Store
 
 __all__ = ["PollerController", "PollerEvaluationOut", "StoredAgreementRequest", "submit_judge_job"]
 
@@ -72,11 +71,15 @@ def _out(job: JudgeJob) -> PollerEvaluationOut:
 
 
 async def submit_judge_job(
-    settings: Settings, store: Store, jobs: JobQueue, tenant: str, kind: Literal["poller", "grades", "mcq"], plan: Any
+    settings: Settings,
+    judge_store: JudgeJobStore,
+    jobs: JobQueue,
+    tenant: str,
+    kind: Literal["poller", "grades", "mcq"],
+    plan: Any,
 ) -> JudgeJob:
     """Queue a validated plan for a worker; without a provider nothing needs one: the result (every item skipped,
     with the reason) is stored at once."""
-    judge_store = JudgeJobStore(store.redis, retention_seconds=settings.redis.retention_seconds)
     if not settings.llm.configured:
         result = await run_judge_job(kind, cast(Any, None), plan, settings.llm)
         return await judge_store.create(tenant, kind, plan, result)
@@ -107,7 +110,7 @@ class PollerController(Controller):
         data: PollerEvaluationRequest,
         resources: Resources,
         settings: Settings,
-        store: Store,
+        judge_jobs: JudgeJobStore,
         jobs: JobQueue,
         tenant: str,
     ) -> Response[PollerEvaluationOut]:
@@ -119,7 +122,7 @@ class PollerController(Controller):
             persona = record.persona
         panels = Path(settings.risk.models_dir) / "panels"
         plan = plan_poller_evaluation(data, persona=persona, default_panel=settings.llm.panel, panels_dir=panels)
-        job = await submit_judge_job(settings, store, jobs, tenant, "poller", plan)
+        job = await submit_judge_job(settings, judge_jobs, jobs, tenant, "poller", plan)
         return Response(_out(job), status_code=202, headers={"Location": f"/v1/poller/evaluations/{job.id}"})
 
     @get(
@@ -128,9 +131,8 @@ class PollerController(Controller):
         **access("read"),
         summary="A Poller evaluation: per judge and dimension the score, reason and parse status",
     )
-    async def read(self, evaluation_id: str, settings: Settings, store: Store, tenant: str) -> PollerEvaluationOut:
-        judge_store = JudgeJobStore(store.redis, retention_seconds=settings.redis.retention_seconds)
-        return _out(await judge_store.get(tenant, "poller", evaluation_id))
+    async def read(self, evaluation_id: str, judge_jobs: JudgeJobStore, tenant: str) -> PollerEvaluationOut:
+        return _out(await judge_jobs.get(tenant, "poller", evaluation_id))
 
     @post(
         "/agreement",
@@ -155,12 +157,11 @@ class PollerController(Controller):
         status_code=200,
     )
     async def agreement_stored(
-        self, data: StoredAgreementRequest, settings: Settings, store: Store, tenant: str
+        self, data: StoredAgreementRequest, judge_jobs: JudgeJobStore, tenant: str
     ) -> PollerAgreement:
-        judge_store = JudgeJobStore(store.redis, retention_seconds=settings.redis.retention_seconds)
         systems = []
         for entry in data.evaluations:
-            job = await judge_store.get(tenant, "poller", entry.evaluation_id)
+            job = await judge_jobs.get(tenant, "poller", entry.evaluation_id)
             if job.result is None:
                 raise InputError(f"evaluation {entry.evaluation_id!r} is {job.status}, not done")
             scored = [

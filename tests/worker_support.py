@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from arq.connections import RedisSettings
 from arq.worker import Worker
 
 from service.core.settings import Settings
 from workers.jobs import shutdown, startup
-from workers.settings import WorkerSettings
+from workers.settings import WorkerSettings, redis_settings
 
 
 class StaticIndexes:
@@ -31,7 +30,7 @@ def run_worker_burst(settings: Settings, *, max_jobs: int = 4, ctx: dict[str, An
     async def main() -> Worker:
         worker = Worker(
             functions=WorkerSettings.functions,
-            redis_settings=RedisSettings.from_dsn(settings.redis.url),
+            redis_settings=redis_settings(settings.redis.url),
             queue_name=settings.redis.queue_name,
             on_startup=startup,
             on_shutdown=shutdown,

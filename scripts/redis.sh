@@ -6,12 +6,23 @@ hostport="${url#redis://}"; hostport="${hostport%%/*}"; hostport="${hostport##*@
 host="${hostport%%:*}"; port="${hostport##*:}"; [ "$port" = "$hostport" ] && port=6379
 if redis-cli -h "$host" -p "$port" ping >/dev/null 2>&1; then
   echo "redis: answering at $host:$port"
+  # one started elsewhere may keep nothing on disk or evict: say so (readiness fails on an evicting one)
+  for want in "appendonly yes" "maxmemory-policy noeviction"; do
+    got="$(redis-cli -h "$host" -p "$port" config get "${want% *}" 2>/dev/null | tail -1)"
+    [ -z "$got" ] || [ "$got" = "${want#* }" ] || echo "redis: warning: ${want% *} is $got here, not ${want#* }" >&2
+  done
   exit 0
 fi
 case "$host" in 127.0.0.1|localhost|::1) ;; *) echo "redis: nothing answers at $host:$port and it is not local" >&2; exit 1;; esac
 command -v redis-server >/dev/null || { echo "redis: redis-server is not installed (apt-get install redis-server)" >&2; exit 1; }
 mkdir -p var/redis
-redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --save "" --appendonly no --dir "$PWD/var/redis" \
-  --logfile "$PWD/var/redis/redis.log"
-for _ in $(seq 50); do redis-cli -h "$host" -p "$port" ping >/dev/null 2>&1 && { echo "redis: started on $port"; exit 0; }; sleep 0.1; done
+# as the service's Redis runs everywhere (service/local_redis.py, k8s/redis.yaml; a test keeps them alike): every write
+# in the AOF, fsynced before Redis acknowledges it (README, "Durability"), no RDB snapshots, never evicting
+redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --dir "$PWD/var/redis" --logfile "$PWD/var/redis/redis.log" \
+  --appendonly yes --appendfsync always --save "" --maxmemory-policy noeviction
+# with a large AOF Redis answers LOADING until it has replayed it: wait for PONG
+for _ in $(seq 300); do
+  [ "$(redis-cli -h "$host" -p "$port" ping 2>/dev/null)" = PONG ] && { echo "redis: started on $port"; exit 0; }
+  sleep 0.1
+done
 echo "redis: failed to start (see var/redis/redis.log)" >&2; exit 1

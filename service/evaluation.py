@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,16 +76,14 @@ class Stack:
             open_store(get_settings().durable), "evaluation", "trisk evaluate / bench stack", ["submit", "read"]
         )
         self.procs: list[subprocess.Popen[bytes]] = []
-        self.redis_proc: subprocess.Popen[bytes] | None = None
+        from service.local_redis import RedisServer
+
+        self.redis: RedisServer | None = None
         if redis_url is None:
-            rport = free_port()
-            self.redis_proc = subprocess.Popen(
-                ["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            redis_url = f"redis://127.0.0.1:{rport}/0"
-            time.sleep(0.3)
+            # persisted as the service's Redis is (its fsync policy costs what it costs here too)
+            self.redis = RedisServer(Path(tempfile.mkdtemp(prefix="trisk-stack-redis-")))
+            self.redis.start()
+            redis_url = self.redis.url
         self.redis_url = redis_url
         self.port = free_port()
         # a private stack measures throughput: rate limits off unless the caller sets them
@@ -120,9 +120,9 @@ class Stack:
             p.terminate()
         for p in self.procs:
             p.wait(30)
-        if self.redis_proc is not None:
-            self.redis_proc.terminate()
-            self.redis_proc.wait(10)
+        if self.redis is not None:
+            self.redis.stop()
+            shutil.rmtree(self.redis.data_dir, ignore_errors=True)
 
 
 def wait_ready(client: Any, seconds: float = 300) -> None:

@@ -9,12 +9,11 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from arq.connections import RedisSettings
 from arq.worker import Worker
 
 from service.core.settings import Settings
 from workers.jobs import shutdown, startup
-from workers.settings import WorkerSettings
+from workers.settings import WorkerSettings, redis_settings
 
 
 class StaticIndexes:
@@ -41,7 +40,7 @@ def run_worker_burst(
     async def main() -> Worker:
         worker = Worker(
             functions=list(functions) if functions is not None else WorkerSettings.functions,
-            redis_settings=RedisSettings.from_dsn(settings.redis.url),
+            redis_settings=redis_settings(settings.redis.url),
             queue_name=settings.redis.queue_name,
             on_startup=startup,
             on_shutdown=shutdown,

@@ -12,7 +12,7 @@ from litestar.di import Provide
 from service.app.resources import Resources, open_queue
 from service.app.tenancy import current_tenant
 from service.core.durable import DurableStore
-from service.core.errors import NotReady
+from service.core.errors import NotReady, RedisUnavailable
 from service.core.judge_jobs import JudgeJobStore
 from service.core.review.queue import ReviewQueue
 from service.core.risk_catalog import ModelCatalog
@@ -32,7 +32,7 @@ class JobQueue:
         if self.resources.queue is None:
             self.resources.queue = await open_queue(self.resources.settings)
         if self.resources.queue is None:
-            raise NotReady("the job queue is not connected")
+            raise RedisUnavailable("the job queue is not connected: Redis does not answer; retry shortly")
         # a fixed job id makes enqueueing idempotent: a replayed request never queues the same work twice
         await self.resources.queue.enqueue_job(function, *args, _job_id=job_id)
 

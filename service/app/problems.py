@@ -12,7 +12,8 @@ from litestar.exceptions import HTTPException, NotFoundException, ValidationExce
 from litestar.openapi import ResponseSpec
 from litestar.status_codes import HTTP_400_BAD_REQUEST, HTTP_500_INTERNAL_SERVER_ERROR
 
-from service.core.errors import TooManyRequests, TriskError, UpstreamRateLimited
+from service.core.errors import TriskError
+from service.core.redis_client import REDIS_AWAY, redis_unavailable
 
 __all__ = ["PROBLEM_JSON", "PROBLEM_STATUSES", "Problem", "exception_handlers", "problem", "problem_responses"]
 
@@ -82,11 +83,16 @@ def problem(
 
 def _trisk_error(request: Request[Any, Any, Any], exc: TriskError) -> Response[Any]:
     extra: dict[str, Any] = dict(exc.extra)
-    if isinstance(exc, UpstreamRateLimited | TooManyRequests):
+    if exc.retry_after is not None:
         extra["retry_after"] = exc.retry_after
     if exc.status_code >= 500:
         logger.warning("%s on %s: %s", type(exc).__name__, request.url.path, exc.detail)
     return problem(exc.status_code, exc.title, exc.detail, request, **extra)
+
+
+def _redis_away(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    # wherever a handler, guard or dependency touched Redis while it restarts: a 503 to retry, never a 500
+    return _trisk_error(request, redis_unavailable(exc))
 
 
 def _validation_error(request: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
@@ -121,6 +127,7 @@ def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Any
 
 exception_handlers: dict[Any, Any] = {
     TriskError: _trisk_error,
+    **dict.fromkeys(REDIS_AWAY, _redis_away),
     ValidationException: _validation_error,
     NotFoundException: _http_error,
     HTTPException: _http_error,

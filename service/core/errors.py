@@ -11,6 +11,8 @@ TriskError
  +-- Conflict                   idempotency-key reuse with another body, state clash (409)
  +-- TooManyRequests            a rate limit was reached; carries retry_after seconds (429)
  +-- NotReady                   a resource the request needs is not loaded (503)
+ |    +-- Unavailable           a dependency is away for now (restarting, failing over): 503 with Retry-After
+ |         +-- RedisUnavailable Redis refuses connections, times out or is loading its AOF after a restart
  +-- UpstreamError              a dependency failed (502 unless a subclass says otherwise)
       +-- UpstreamTimeout       it did not answer in time (504)
       +-- UpstreamRateLimited   it said 429; carries retry_after seconds (503)
@@ -28,9 +30,11 @@ __all__ = [
     "NotFound",
     "NotReady",
     "PayloadTooLarge",
+    "RedisUnavailable",
     "TooManyRequests",
     "TriskError",
     "Unauthorized",
+    "Unavailable",
     "UnknownLanguage",
     "UpstreamBadResponse",
     "UpstreamError",
@@ -45,6 +49,8 @@ class TriskError(Exception):
 
     status_code = 500
     title = "Internal error"
+    # seconds a client should wait before trying again (the Retry-After header); None = no such advice
+    retry_after: float | None = None
 
     def __init__(self, detail: str, *, extra: dict[str, object] | None = None) -> None:
         super().__init__(detail)
@@ -104,6 +110,18 @@ class Conflict(TriskError):
 class NotReady(TriskError):
     status_code = 503
     title = "Not ready"
+
+
+class Unavailable(NotReady):
+    """A dependency is away for a moment and comes back by itself; nothing of the request was acknowledged."""
+
+    title = "Service unavailable"
+    # a Redis restart with its AOF, or a database failover, takes seconds
+    retry_after: float | None = 2.0
+
+
+class RedisUnavailable(Unavailable):
+    title = "Redis unavailable"
 
 
 class UpstreamError(TriskError):

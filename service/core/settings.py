@@ -322,7 +322,7 @@ class JobSettings(SettingsGroup):
 
 @dataclass(frozen=True)
 class DurableSettings(SettingsGroup):
-    # Redis keeps nothing that must survive; verdicts, adjudications, fits and fitted models live in this database
+    # verdicts, adjudications, fits and fitted models live in this database, not in Redis (whose AOF keeps the rest)
     db_path: str = setting(
         "TRISK_DB_PATH",
         PathDefault("var/trisk.db"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import kubernetes_validate
 import pytest
 from kubernetes_validate.utils import latest_version
 
+from service.local_redis import persistence_args
 from tests.deploy.support import (
     K8S,
     MIN_KUBERNETES,
@@ -335,8 +337,10 @@ def _bytes(quantity: str) -> int:
 def test_redis_is_durable_and_never_evicts() -> None:
     conf = _redis_conf()
     assert conf["appendonly"] == "yes"
-    assert conf["appendfsync"] == "everysec"
     assert conf["maxmemory-policy"] == "noeviction"
+    # the fsync policy chosen from bench/bench_redis_durability.py, the same wherever the service starts a Redis
+    for name, value in _options(persistence_args()).items():
+        assert conf.get(name, "").strip('"') == value, f"k8s/redis.yaml: {name} {conf.get(name)!r}, not {value!r}"
     sts = find(DOCS, "StatefulSet", "trisk-redis")
     (redis,) = pod_spec(sts)["containers"]
     # Redis must refuse writes before the kernel kills it, with room for an AOF rewrite's copy-on-write
@@ -381,3 +385,18 @@ def test_only_api_and_worker_pods_may_reach_postgresql() -> None:
             if any(p["port"] == 5432 for p in rule.get("ports", [])):
                 selected = {n for n, pod in labels.items() if _labels_match(doc.body["spec"]["podSelector"], pod)}
                 assert selected == {"trisk-api", "trisk-worker"}, doc
+
+
+def _options(args: list[str]) -> dict[str, str]:
+    """``--name value`` pairs of a redis-server command line."""
+    return {a.removeprefix("--"): args[i + 1] for i, a in enumerate(args) if a.startswith("--") and i + 1 < len(args)}
+
+
+def test_make_up_starts_redis_as_the_cluster_runs_it() -> None:
+    """scripts/redis.sh (`make up`, the test script) persists and refuses to evict as k8s/redis.yaml and the tests'
+    private servers (service/local_redis.py) do."""
+    script = (ROOT / "scripts" / "redis.sh").read_text(encoding="utf-8").replace("\\\n", " ")
+    (start,) = [ln for ln in script.splitlines() if ln.startswith("redis-server ")]
+    started = _options(shlex.split(start))
+    for name, value in _options(persistence_args()).items():
+        assert started.get(name) == value, f"scripts/redis.sh: --{name} {started.get(name)!r}, not {value!r}"

@@ -10,9 +10,10 @@ from service.app.deps import JobQueue
 from service.app.novelty.services import check_text
 from service.app.resources import Resources
 from service.core.callbacks import CallbackRefused, check_url
-from service.core.errors import InputError, NotReady, TriskError
+from service.core.errors import InputError, NotReady, TriskError, Unavailable
 from service.core.novelty_report import NoveltyPending, SourceNovelty, source_novelty
 from service.core.records import ALL_CHECKS, DEFAULT_CHECKS, LLM_CHECKS, AssessmentMeta, AssessmentRequest, BatchMeta
+from service.core.redis_client import REDIS_AWAY
 from service.core.settings import Settings
 from service.core.store import AssessmentState, Store
 from service.core.text import get_normaliser
@@ -128,7 +129,13 @@ async def accept_assessment(
         if exc.status_code < 500:
             raise
         await _rollback(store, tenant, [meta.id], None, idempotency_key)
+        if isinstance(exc, Unavailable):
+            raise  # a 503 with Retry-After as it is
         raise NotReady(f"could not queue the assessment: {exc.detail}") from exc
+    except REDIS_AWAY:
+        # Redis went away between the write and the enqueue: undo what still can be, answer the one 503 for it
+        await _rollback(store, tenant, [meta.id], None, idempotency_key)
+        raise
     except (OSError, ConnectionError) as exc:
         await _rollback(store, tenant, [meta.id], None, idempotency_key)
         raise NotReady(f"could not queue the assessment: {exc}") from exc
@@ -167,6 +174,9 @@ async def accept_batch(
     try:
         await store.create_many(metas, batch)
         await _enqueue(jobs, tenant, batch.assessment_ids)
+    except REDIS_AWAY:
+        await _rollback(store, tenant, batch.assessment_ids, batch_id, None)
+        raise
     except (TriskError, OSError, ConnectionError) as exc:
         await _rollback(store, tenant, batch.assessment_ids, batch_id, None)
         raise NotReady(f"could not queue the batch: {exc}") from exc

@@ -19,7 +19,7 @@ from service.core.durable import migrate
 from service.core.durable.engine import database_url, describe, is_duplicate_key, lock, make_engine, write_transaction
 from service.core.durable.records import Activation, Adjudication, FitRecord, Label, Verdict
 from service.core.durable.schema import adjudications, fits, model_activations, risk_models, verdicts
-from service.core.errors import Conflict, NotReady
+from service.core.errors import Conflict, Unavailable
 from service.core.settings import DurableSettings
 
 __all__ = ["DuplicateRecord", "DurableStore", "StoreUnavailable", "close_stores", "open_store"]
@@ -34,7 +34,7 @@ class DuplicateRecord(Conflict):
     """A record with this key is stored already (append-only: it is never replaced)."""
 
 
-class StoreUnavailable(NotReady):
+class StoreUnavailable(Unavailable):
     """The database does not answer (down, failing over, or an SQLite file locked past the busy timeout): a 503 that
     a client may retry, not a 500. Nothing was written."""
 

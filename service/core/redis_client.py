@@ -1,0 +1,27 @@
+"""Redis as the API and the workers reach it: what counts as Redis being away, and the error that says so.
+
+Redis goes away for seconds when it restarts (and answers LOADING while it replays its AOF); the API answers 503 with
+Retry-After meanwhile (service/app/problems.py maps these errors in one place) and the next request reconnects.
+"""
+
+from __future__ import annotations
+
+import redis.exceptions
+
+from service.core.errors import RedisUnavailable
+
+__all__ = ["REDIS_AWAY", "redis_unavailable"]
+
+# refused or reset connections, timeouts, and BusyLoadingError (a ConnectionError: Redis is replaying its AOF)
+REDIS_AWAY: tuple[type[Exception], ...] = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
+def redis_unavailable(exc: Exception) -> RedisUnavailable:
+    """The 503 for a Redis that is away, saying why without the URL (it may carry the password)."""
+    if isinstance(exc, redis.exceptions.BusyLoadingError):
+        why = "it is loading its data after a restart"
+    elif isinstance(exc, redis.exceptions.TimeoutError):
+        why = "it did not answer in time"
+    else:
+        why = f"it does not answer ({type(exc).__name__})"
+    return RedisUnavailable(f"Redis is unavailable: {why}; retry shortly")

@@ -376,3 +376,60 @@ def test_a_worker_shutdown_during_the_llm_tier_leaves_the_job_to_run_again(
         done = api.get(f"/v1/assessments/{aid}").json()
     assert done["status"] == "done" and done["llm_tier"]["status"] == "done", done["llm_tier"]
     assert all(c["risk"]["basis"] == "cheap+llm" for c in done["candidates"])
+
+
+class BrokenClient:
+    """An LLM client whose every call raises something no retry would mend (a bug, a broken dependency)."""
+
+    def metered(self, meter: Any) -> BrokenClient:
+        return self
+
+    async def chat(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the judge client is broken")
+
+    async def aclose(self) -> None:
+        pass
+
+
+def test_an_llm_tier_that_fails_outright_ends_with_the_cheap_result_and_the_reason(
+    sn12_index: NoveltyIndex, llm_settings: Settings
+) -> None:
+    settings = _variant(llm_settings, "broken", [{"id": "a", "model": "score-80", "family": "anthropic"}])
+    with _api(settings, sn12_index) as api:
+        aid = api.post("/v1/assessments", json=_body(["peer_distance", "hard_flags", "gemba"])).json()["id"]
+        run_worker_burst(settings, ctx={"llm": BrokenClient()})
+        done = api.get(f"/v1/assessments/{aid}").json()
+    assert done["status"] == "done" and done["error"] is None, done
+    assert done["llm_tier"]["status"] == "failed" and "the judge client is broken" in done["llm_tier"]["reason"]
+    assert all(c["risk"] is not None and c["risk"]["basis"] == "cheap" for c in done["candidates"])
+
+
+def test_an_llm_job_delivered_beyond_its_last_try_ends_with_the_cheap_result(
+    sn12_index: NoveltyIndex, llm_settings: Settings
+) -> None:
+    from arq import create_pool
+    from arq.connections import RedisSettings
+
+    from workers.jobs import MAX_TRIES, assess_cheap, assess_llm, shutdown, startup
+
+    settings = _variant(llm_settings, "lost", [{"id": "a", "model": "score-80", "family": "anthropic"}])
+    with _api(settings, sn12_index) as api:
+        aid = api.post("/v1/assessments", json=_body(["peer_distance", "hard_flags", "gemba"])).json()["id"]
+
+        async def cheap_then_lost_llm() -> str:
+            ctx: dict[str, Any] = {"settings": settings, "nice": False, "job_try": 1}
+            await startup(ctx)
+            ctx["redis"] = await create_pool(RedisSettings.from_dsn(settings.redis.url))
+            try:
+                await assess_cheap(ctx, api.tenant, aid)
+                ctx["job_try"] = MAX_TRIES + 1  # every try so far lost its worker
+                return str(await assess_llm(ctx, api.tenant, aid))
+            finally:
+                await ctx["redis"].aclose()
+                await shutdown(ctx)
+
+        assert asyncio.run(cheap_then_lost_llm()) == "gave up"
+        done = api.get(f"/v1/assessments/{aid}").json()
+    assert done["status"] == "done" and done["error"] is None, done
+    assert done["llm_tier"]["status"] == "failed" and "gave up after" in done["llm_tier"]["reason"]
+    assert all(c["risk"]["basis"] == "cheap" for c in done["candidates"])

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from service.core.llm import CallGuard, Judge, max_tokens_for
+from service.core.llm import CallGuard, Judge, max_tokens_for, score_candidate, select_judges
 from service.core.settings import LLMSettings
+from tests.fakes.openai_server import FakeOpenAIServer, fake, openai_server  # noqa: F401
+from tests.llm.support import judge, make_client, panel, settings_for
 
 SETTINGS = LLMSettings(gemba_max_tokens=16, text_max_tokens=1024)
 PLAIN = Judge(id="j", model="m", family="openai")
@@ -52,3 +56,20 @@ def test_the_deadline_is_shared_and_a_judge_is_benched_after_its_second_timeout(
 def test_no_deadline_when_the_setting_is_zero() -> None:
     guard = CallGuard(0.0)
     assert guard.remaining() == float("inf") and guard.refusal("a") is None
+
+
+async def test_waiting_for_a_call_slot_counts_against_the_deadline(fake: FakeOpenAIServer) -> None:  # noqa: F811
+    # one call per 5 s: the second and third judges would wait 5 and 10 s for their turn; the deadline is 1.5 s
+    judges = [judge(f"score-{80 + i}", "openai", f"j{i}") for i in range(3)]
+    selection = select_judges(panel(*judges), None)
+    guard = CallGuard(1.5)
+    started = time.monotonic()
+    async with make_client(requests_per_second=0.2) as client:
+        result = await score_candidate(
+            client, selection, settings_for(fake), source="Evaṃ me sutaṃ.", candidate=f"Thus I heard {time.time()}.",
+            guard=guard,
+        )  # fmt: skip
+    assert time.monotonic() - started < 3.0
+    assert [j.status for j in result.judges] == ["valid", "timed_out", "timed_out"]
+    assert result.stats.n_valid == 1 and result.stats.n_judges == 3
+    assert guard.costs["j1"].timeouts == 1 and guard.costs["j0"].timeouts == 0

@@ -1,8 +1,11 @@
-"""Run the real ARQ worker in-process, in burst mode, against the test Redis (used by API and worker tests)."""
+"""The real ARQ worker in-process, in burst mode, against the test Redis; a callback receiver (API, worker tests)."""
 
 from __future__ import annotations
 
 import asyncio
+import http.server
+import json
+import threading
 from typing import Any
 
 from arq.connections import RedisSettings
@@ -35,6 +38,8 @@ def run_worker_burst(settings: Settings, *, max_jobs: int = 4, ctx: dict[str, An
             queue_name=settings.redis.queue_name,
             on_startup=startup,
             on_shutdown=shutdown,
+            on_job_start=WorkerSettings.on_job_start,
+            on_job_end=WorkerSettings.on_job_end,
             burst=True,
             poll_delay=0.05,
             max_jobs=max_jobs,
@@ -49,3 +54,31 @@ def run_worker_burst(settings: Settings, *, max_jobs: int = 4, ctx: dict[str, An
         return worker
 
     return asyncio.run(main())
+
+
+class CallbackReceiver:
+    """A callback endpoint answering a scripted status per request, recording what it received."""
+
+    def __init__(self, statuses: list[int]) -> None:
+        self.statuses = statuses
+        self.bodies: list[dict[str, Any]] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["content-length"]))
+                outer.bodies.append(json.loads(body))
+                status = outer.statuses[min(len(outer.bodies) - 1, len(outer.statuses) - 1)]
+                self.send_response(status)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()

@@ -8,9 +8,6 @@ often the cheap tier ran, a callback receiver that answers 500 before 200.
 from __future__ import annotations
 
 import asyncio
-import http.server
-import json
-import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -28,7 +25,7 @@ from service.core.novelty import NoveltyIndex
 from service.core.settings import Settings
 from service.core.store import Store
 from tests.conftest import TEST_REDIS_URL, TEST_TENANT, issue_test_key, keyed
-from tests.worker_support import run_worker_burst
+from tests.worker_support import CallbackReceiver, run_worker_burst
 from workers.jobs import MAX_TRIES, Embedders
 
 SOURCE = "Sattaratanasampannā, Tīsu sikkhāsu sikkhitā; Anuvicaranti mahāvīrā, Pahīnabhayabheravā."
@@ -285,43 +282,15 @@ def test_a_delivery_beyond_the_last_try_records_the_lost_worker(client: Any, set
     assert done["status"] == "failed" and "worker running it was lost" in done["error"]
 
 
-class _Receiver:
-    """A callback endpoint answering a scripted status per request, recording what it received."""
-
-    def __init__(self, statuses: list[int]) -> None:
-        self.statuses = statuses
-        self.bodies: list[dict[str, Any]] = []
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["content-length"]))
-                outer.bodies.append(json.loads(body))
-                status = outer.statuses[min(len(outer.bodies) - 1, len(outer.statuses) - 1)]
-                self.send_response(status)
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-
-
 @pytest.fixture()
-def receiver() -> Iterator[_Receiver]:
-    rec = _Receiver([500, 200])
+def receiver() -> Iterator[CallbackReceiver]:
+    rec = CallbackReceiver([500, 200])
     yield rec
     rec.close()
 
 
 def test_a_callback_that_fails_then_succeeds_is_delivered_once(
-    client: Any, settings: Settings, receiver: _Receiver
+    client: Any, settings: Settings, receiver: CallbackReceiver
 ) -> None:
     aid = client.post("/v1/assessments", json=_body(callback_url=receiver.url)).json()["id"]
     run_worker_burst(replace(settings, jobs=replace(settings.jobs, callback_max_tries=3)))

@@ -262,11 +262,14 @@ def test_a_worker_killed_mid_llm_call_is_replaced_and_the_assessment_completes_o
     openai_server: FakeOpenAIServer,  # noqa: F811
 ) -> None:
     n = 3
-    _stall_llm_calls(openai_server, n, 10)
+    _stall_llm_calls(openai_server, n, 12)
     aid = stack.submit(n, LLM_CHECKS)
     first = stack.start_worker(lease=SHORT_LEASE_SECONDS)
     stack.wait_for("every judge call sent", lambda: len(openai_server.requests_for(SLOW_JUDGE)) == n, 120)
     cheap = stack.fields(aid)[b"part:cheap"]
+    # the live worker renews its lease past the first one, and never holds more than a lease (arq alone: 910 s)
+    time.sleep(SHORT_LEASE_SECONDS * 1.5)
+    assert 0 < stack.redis.pttl(f"arq:in-progress:{aid}:llm") <= SHORT_LEASE_SECONDS * 1000
     killed = _kill(first)
     assert b"part:llm" not in stack.fields(aid)
     stack.start_worker(lease=SHORT_LEASE_SECONDS)
@@ -342,7 +345,7 @@ def test_sigterm_mid_llm_job_past_the_drain_leaves_it_for_the_next_worker(
     """An LLM job longer than the drain is cancelled, put back on the queue untouched, and run again by another
     worker at once (no lease to wait for: arq deletes the in-progress key of a cancelled job)."""
     n, drain = 3, 2
-    _stall_llm_calls(openai_server, n, 10)
+    _stall_llm_calls(openai_server, n, 12)
     aid = stack.submit(n, LLM_CHECKS)
     first = stack.start_worker(drain=drain)
     stack.wait_for("every judge call sent", lambda: len(openai_server.requests_for(SLOW_JUDGE)) == n, 120)

@@ -51,7 +51,7 @@ class WorkerSettings:
     ]
     on_startup = on_worker_start
     on_shutdown = shutdown
-    # a lost worker's job runs again after lease.LEASE_SECONDS, not after the longest timeout + 10 s (workers/lease.py)
+    # a lost worker's job runs again after its lease (TRISK_JOB_LEASE_SECONDS), not after the longest timeout + 10 s
     on_job_start = lease.hold
     on_job_end = lease.release
     redis_settings = RedisSettings.from_dsn(_settings.redis.url)

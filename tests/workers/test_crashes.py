@@ -30,7 +30,6 @@ from tests.conftest import issue_test_key, keyed
 from tests.fakes.openai_server import FakeOpenAIServer, Reply, models_with_panel, openai_server  # noqa: F401
 from tests.support.redis_server import private_redis_server
 from tests.worker_support import CallbackReceiver
-from workers.settings import WorkerSettings
 
 TENANT = "test-crashes"
 SOURCE = "Sattaratanasampannā, Tīsu sikkhāsu sikkhitā; Anuvicaranti mahāvīrā, Pahīnabhayabheravā."
@@ -54,8 +53,6 @@ PANEL = {
 LEASE_SECONDS = Settings.from_env({}).jobs.lease_seconds
 SHORT_LEASE_SECONDS = 4.0
 SLACK_SECONDS = 30.0
-# arq's SIGTERM drain: the running job may finish for job_completion_wait, then the process closes its clients
-DRAIN_SECONDS = int(WorkerSettings.job_completion_wait)
 
 
 def _candidates(n: int) -> list[dict[str, str]]:

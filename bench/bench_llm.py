@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import sys
 import time
@@ -35,9 +34,8 @@ from service.core.llm import (
     select_judges,
 )
 from service.core.settings import LLMSettings
-from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.openai_server import FakeOpenAIServer, models_with_panel
 
-REPO = Path(__file__).resolve().parents[1]
 LOCAL_CHECKS = ["peer_distance", "length_ratio", "hard_flags", "critical", "gemba", "backtranslation"]
 
 SOURCE = (
@@ -201,18 +199,6 @@ async def cascade_calls(server: FakeOpenAIServer, n: int) -> None:
         )
 
 
-def _local_models_dir(root: Path, model: str) -> Path:
-    """The repository's models with one judge panel: the local server's model."""
-    models = root / "models"
-    (models / "panels").mkdir(parents=True)
-    for sub in ("risk", "length", "critical", "embeddings"):
-        (models / sub).symlink_to(REPO / "models" / sub)
-    # the local model's family is none of the known ones; no candidate here comes from it, so nothing is excluded
-    panel = {"name": "local", "version": "1", "judges": [{"id": "smollm", "model": model, "family": "meta"}]}
-    (models / "panels" / "local.json").write_text(json.dumps(panel))
-    return models
-
-
 def answers_first(n: int, deadline: float, budget: float) -> None:
     """Time to the cheap result and to the final result of ``n`` assessments with the LLM tier on."""
     import tempfile
@@ -223,10 +209,12 @@ def answers_first(n: int, deadline: float, budget: float) -> None:
 
     bench = load_benchmark(SHARED_DIR / "palibench-dev", SHARED_DIR / "corpus" / "bilara", limit=n)
     with local_llm() as server, tempfile.TemporaryDirectory() as tmp:
+        # the local model's family is none of the known ones; no candidate here comes from it, so none is excluded
+        panel = {"name": "local", "version": "1", "judges": [{"id": "smollm", "model": server.model, "family": "meta"}]}
         env = {
             "TRISK_LLM_BASE_URL": server.base_url,
             "TRISK_LLM_PANEL": "local",
-            "TRISK_MODELS_DIR": str(_local_models_dir(Path(tmp), server.model)),
+            "TRISK_MODELS_DIR": str(models_with_panel(Path(tmp), panel)),
             "TRISK_LLM_DEADLINE_SECONDS": str(deadline),
             "TRISK_LLM_REVIEW_BUDGET": str(budget),
             "TRISK_LLM_RPS": "0",

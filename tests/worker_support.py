@@ -1,4 +1,4 @@
-"""Run the real ARQ worker in-process, in burst mode, against the test Redis (used by API and worker tests)."""
+"""The real ARQ worker in-process, in burst mode, against the test Redis; a callback receiver (API, worker tests)."""
 
 from __future__ import annotations
 
@@ -44,6 +44,8 @@ def run_worker_burst(
             queue_name=settings.redis.queue_name,
             on_startup=startup,
             on_shutdown=shutdown,
+            on_job_start=WorkerSettings.on_job_start,
+            on_job_end=WorkerSettings.on_job_end,
             burst=True,
             poll_delay=0.05,
             max_jobs=max_jobs,

@@ -14,6 +14,7 @@ from redis.backoff import ExponentialBackoff
 from service.core.redis_client import REDIS_AWAY
 from service.core.settings import get_settings
 from service.core.telemetry import configure_logging, start_metrics_server
+from workers import lease
 from workers.jobs import (
     MAX_TRIES,
     adjudicate,
@@ -69,6 +70,9 @@ class WorkerSettings:
     ]
     on_startup = on_worker_start
     on_shutdown = shutdown
+    # a lost worker's job runs again after its lease (TRISK_JOB_LEASE_SECONDS), not after the longest timeout + 10 s
+    on_job_start = lease.hold
+    on_job_end = lease.release
     redis_settings = redis_settings(_settings.redis.url)
     queue_name = _settings.redis.queue_name
     # one key per host (a pod runs one worker): a live worker elsewhere must not keep this one's liveness green

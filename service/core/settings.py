@@ -296,6 +296,12 @@ class JobSettings(SettingsGroup):
     callback_backoff_seconds: float = setting(
         "TRISK_CALLBACK_BACKOFF_SECONDS", 2.0, "first delay before a callback is retried (doubles each try)"
     )
+    # a lost (killed, stalled) worker's job is taken by another this long after its last renewal (workers/lease.py)
+    lease_seconds: float = setting(
+        "TRISK_JOB_LEASE_SECONDS",
+        15.0,
+        "a running job's lease, renewed every third of it: a lost worker's job reruns after it (0 = arq's own TTL)",
+    )
     # POSIX nice increment: on a machine shared with the API, batch work yields the CPU to requests
     worker_nice: int = setting("TRISK_WORKER_NICE", 10, "workers yield the CPU to the API on a shared machine")
     # callbacks may not reach internal services (service/core/callbacks.py)

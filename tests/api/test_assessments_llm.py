@@ -20,9 +20,9 @@ from litestar.testing import TestClient
 from service.app import create_app
 from service.app.resources import Resources
 from service.core.novelty import NoveltyIndex
-from service.core.settings import REPO_ROOT, LLMSettings, Settings
+from service.core.settings import LLMSettings, Settings
 from tests.conftest import issue_test_key, keyed
-from tests.fakes.openai_server import FakeOpenAIServer, closed_port_url, openai_server  # noqa: F401
+from tests.fakes.openai_server import FakeOpenAIServer, closed_port_url, models_with_panel, openai_server  # noqa: F401
 from tests.worker_support import CallbackReceiver, run_worker_burst
 from workers.settings import WorkerSettings
 
@@ -49,12 +49,7 @@ PANEL = {
 
 @pytest.fixture()
 def llm_settings(test_settings: Settings, tmp_path: Path, openai_server: FakeOpenAIServer) -> Settings:  # noqa: F811
-    models = tmp_path / "models"
-    models.mkdir()
-    for sub in ("risk", "length", "critical", "embeddings"):
-        (models / sub).symlink_to(REPO_ROOT / "models" / sub)
-    (models / "panels").mkdir()
-    (models / "panels" / "e2e.json").write_text(json.dumps(PANEL))
+    models = models_with_panel(tmp_path, PANEL)
     llm = LLMSettings(base_url=openai_server.base_url, api_key="test", panel="e2e", max_retries=0, review_budget=0.4)
     return replace(test_settings, llm=llm, risk=replace(test_settings.risk, models_dir=str(models)))
 

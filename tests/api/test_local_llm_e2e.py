@@ -7,7 +7,6 @@ deadline, every answer has a parse status, and no number exists that the model's
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,8 +21,9 @@ from service.app import create_app
 from service.app.resources import Resources
 from service.core.llm import parse_score
 from service.core.novelty import NoveltyIndex
-from service.core.settings import REPO_ROOT, Settings
+from service.core.settings import Settings
 from tests.conftest import issue_test_key, keyed
+from tests.fakes.openai_server import models_with_panel
 from tests.support.local_llm import LocalLLM
 from tests.worker_support import run_worker_burst
 
@@ -40,14 +40,9 @@ CANDIDATES = [
 
 @pytest.fixture()
 def local_settings(test_settings: Settings, tmp_path: Path, local_llm_server: LocalLLM) -> Settings:
-    models = tmp_path / "models"
-    (models / "panels").mkdir(parents=True)
-    for sub in ("risk", "length", "critical", "embeddings"):
-        (models / sub).symlink_to(REPO_ROOT / "models" / sub)
     # the model's family is none of the known ones; nothing here comes from it, so nothing is excluded
-    panel = {"name": "local", "version": "1", "judges": [{"id": "smollm", "model": local_llm_server.model,
-                                                           "family": "meta"}]}  # fmt: skip
-    (models / "panels" / "local.json").write_text(json.dumps(panel))
+    judge = {"id": "smollm", "model": local_llm_server.model, "family": "meta"}
+    models = models_with_panel(tmp_path, {"name": "local", "version": "1", "judges": [judge]})
     llm = replace(
         test_settings.llm,
         base_url=local_llm_server.base_url,

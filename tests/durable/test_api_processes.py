@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from service.core.settings import DurableSettings
 from service.evaluation import free_port
 from tests.durable_support import PostgresServer, migrated_store, pg_settings, sqlite_settings, uses_engine
 from tests.review.support import iid, write_assessment
+from tests.support.redis_server import private_redis_server
 
 SERVERS = 3
 THREADS_PER_SERVER = 3
@@ -41,19 +41,8 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def private_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A redis-server of this module, so the servers' queue and items meet nobody's data."""
-    assert shutil.which("redis-server"), "redis-server is needed (apt-get install redis-server)"
-    port = free_port()
-    folder = tmp_path_factory.mktemp("redis")
-    cmd = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    proc = subprocess.Popen([*cmd, "--dir", str(folder)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
-    deadline = time.monotonic() + 10
-    while subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, check=False).returncode != 0:
-        assert time.monotonic() < deadline, "the private redis-server did not start"
-        time.sleep(0.05)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
+    with private_redis_server(tmp_path_factory.mktemp("redis")) as url:
+        yield url
 
 
 @dataclass

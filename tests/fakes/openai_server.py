@@ -31,12 +31,21 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 import uvicorn
 
-__all__ = ["FakeOpenAIServer", "RecordedRequest", "Reply", "closed_port_url", "fake", "openai_server"]
+__all__ = [
+    "FakeOpenAIServer",
+    "RecordedRequest",
+    "Reply",
+    "closed_port_url",
+    "fake",
+    "models_with_panel",
+    "openai_server",
+]
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,19 @@ class RecordedRequest:
     @property
     def user_text(self) -> str:
         return "\n".join(str(m.get("content", "")) for m in self.messages if m.get("role") == "user")
+
+
+def models_with_panel(folder: Path, panel: dict[str, Any]) -> Path:
+    """A models folder (``TRISK_MODELS_DIR``) with the repo's models and one more judge panel, named as in ``panel``."""
+    from service.core.settings import REPO_ROOT
+
+    models = folder / "models"
+    models.mkdir()
+    for sub in ("risk", "length", "critical", "embeddings"):
+        (models / sub).symlink_to(REPO_ROOT / "models" / sub)
+    (models / "panels").mkdir()
+    (models / "panels" / f"{panel['name']}.json").write_text(json.dumps(panel))
+    return models
 
 
 def closed_port_url() -> str:

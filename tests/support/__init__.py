@@ -1,1 +1,1 @@
-"""Helpers shared by several test folders (the local model server for opt-in tests)."""
+"""Helpers shared by several test folders: the local model server for opt-in tests, a private redis-server."""

@@ -68,11 +68,13 @@ class CallbackReceiver:
     def __init__(self, statuses: list[int]) -> None:
         self.statuses = statuses
         self.bodies: list[dict[str, Any]] = []
+        self.events: list[str | None] = []  # the Trisk-Event header of each POST
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["content-length"]))
+                outer.events.append(self.headers.get("trisk-event"))
                 outer.bodies.append(json.loads(body))
                 status = outer.statuses[min(len(outer.bodies) - 1, len(outer.statuses) - 1)]
                 self.send_response(status)

@@ -56,6 +56,7 @@ from service.core.records import (
     PromptVersion,
     callback_events,
 )
+from service.core.redis_client import REDIS_AWAY, waiting_retry
 from service.core.risk import RiskRegistry
 from service.core.risk_catalog import ModelCatalog
 from service.core.settings import Settings, get_settings
@@ -87,6 +88,8 @@ MAX_TRIES = 3  # deliveries of an assessment job that may do work; ARQ's max_tri
 # and ARQ's job timeout beyond that (workers/settings.py): the job's own handling always runs before ARQ's
 LLM_GRACE_SECONDS = 10.0
 LLM_JOB_MARGIN_SECONDS = 60.0
+# ARQ's timeout of the cheap job (a cold encoder and a first index load included) and of the SIGTERM drain
+CHEAP_JOB_TIMEOUT = 120
 
 
 def llm_job_timeout(settings: Settings) -> int:
@@ -96,13 +99,16 @@ def llm_job_timeout(settings: Settings) -> int:
     return int(deadline + LLM_GRACE_SECONDS + LLM_JOB_MARGIN_SECONDS) if deadline > 0 else 900
 
 
-def _stopped_by_timeout(ctx: dict[str, Any], started: float) -> bool:
-    """Whether a cancelled LLM job ran into its deadline or ARQ's job timeout (``ctx["llm_job_timeout"]`` when a
-    worker sets another) rather than a worker shutdown, after which ARQ runs the job again."""
+def _stopped_by_timeout(ctx: dict[str, Any], started: float, *, cheap: bool = False) -> bool:
+    """Whether a cancelled job ran into ARQ's job timeout (``ctx["cheap_job_timeout"]``/``ctx["llm_job_timeout"]``
+    when a worker sets other ones) or, for an LLM job, its deadline, rather than a worker shutdown, after which ARQ
+    runs the job again."""
     elapsed = time.monotonic() - started
+    if cheap:
+        return elapsed >= float(ctx.get("cheap_job_timeout") or CHEAP_JOB_TIMEOUT) - 1.0
     deadline = ctx["settings"].llm.deadline_seconds
     limit = float(ctx.get("llm_job_timeout") or llm_job_timeout(ctx["settings"]))
-    return deadline <= 0 or elapsed >= deadline or elapsed >= limit - 1.0
+    return (deadline > 0 and elapsed >= deadline) or elapsed >= limit - 1.0
 
 
 TRANSIENT = (UpstreamError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
@@ -186,7 +192,10 @@ async def startup(ctx: dict[str, Any]) -> None:
     if settings.jobs.worker_nice and ctx.get("nice", True):
         # the API answers in milliseconds and must not wait behind embedding batches on a shared machine
         os.nice(settings.jobs.worker_nice)
-    client = ctx.setdefault("redis_client", Redis.from_url(settings.redis.url))
+    # commands wait for a Redis that restarts, as arq's pool does (workers/settings.py)
+    client = ctx.setdefault(
+        "redis_client", Redis.from_url(settings.redis.url, retry=waiting_retry(), retry_on_error=list(REDIS_AWAY))
+    )
     ctx.setdefault("store", Store(client, retention_seconds=settings.redis.retention_seconds))
     if "catalog" not in ctx:
         shipped = RiskRegistry.load(settings.risk.models_dir)
@@ -320,8 +329,13 @@ async def assess_cheap(ctx: dict[str, Any], tenant: str, aid: str) -> str:
         return "failed earlier"
     if state.tail_done:
         return "already finished"
+    if state.cheap is not None and "llm" in state.meta.parts and int(ctx.get("job_try", 1)) > MAX_TRIES:
+        # the cheap part is stored and the LLM job may be healthy: hand over to it (it ends the assessment either way)
+        await ctx["redis"].enqueue_job("assess_llm", tenant, aid, _job_id=f"{aid}:llm")
+        return "gave up; llm queued"
     if await _gave_up(ctx, state):
         return "gave up"
+    started = time.monotonic()
     try:
         if state.final is None:
             if state.cheap is None:
@@ -335,11 +349,32 @@ async def assess_cheap(ctx: dict[str, Any], tenant: str, aid: str) -> str:
                 await ctx["redis"].enqueue_job("assess_llm", tenant, aid, _job_id=f"{aid}:llm")
                 return "cheap done; llm queued"
         await finalize(ctx, state)
+    except asyncio.CancelledError:
+        # ARQ's job timeout (a shutdown leaves the job to ARQ, which runs it again): never running for good
+        if _stopped_by_timeout(ctx, started, cheap=True):
+            await _cheap_timed_out(ctx, state)
+        raise
     except Retry:
         raise
     except Exception as exc:
         return await _on_failure(ctx, state, exc)
     return "done"
+
+
+async def _cheap_timed_out(ctx: dict[str, Any], state: AssessmentState) -> None:
+    """A cheap job stopped by ARQ's timeout: failed with the reason before the cheap part exists; after it, the rest
+    is handed on (the LLM job, or the final write), since ARQ does not run a timed-out job again."""
+    meta = state.meta
+    try:
+        if state.cheap is None:
+            reason = "the cheap tier was stopped by its job timeout"
+            await ctx["store"].mark_failed(meta.tenant, meta.id, reason)
+        elif "llm" in meta.parts:
+            await ctx["redis"].enqueue_job("assess_llm", meta.tenant, meta.id, _job_id=f"{meta.id}:llm")
+        else:
+            await finalize(ctx, state)
+    except Exception as exc:
+        logger.error("assessment %s: could not record the cheap job's timeout: %s", meta.id, _reason(exc))
 
 
 async def _run_cheap(ctx: dict[str, Any], state: AssessmentState) -> CheapPart:
@@ -405,9 +440,11 @@ async def assess_llm(ctx: dict[str, Any], tenant: str, aid: str) -> str:
     if await _gave_up(ctx, state):
         return "gave up"
     started = time.monotonic()
+    guard: Any = None
     try:
         if state.final is None and state.llm is None:
-            part = await _run_llm_tier(ctx, state)
+            guard = await _llm_guard(ctx, state)
+            part = await _run_llm_tier(ctx, state, guard)
             if not await store.put_llm(tenant, aid, part):
                 part = (await store.get(tenant, aid)).llm or part
             state.llm = part
@@ -416,7 +453,7 @@ async def assess_llm(ctx: dict[str, Any], tenant: str, aid: str) -> str:
         # ARQ's job timeout: end with the cheap result and the reason, never running for good. A worker shutdown
         # instead leaves the job to ARQ, which runs it again (a worker lost too often ends in _gave_up).
         if _stopped_by_timeout(ctx, started):
-            await _stop_llm_tier(ctx, state, "timed_out", "the LLM job was stopped by its job timeout")
+            await _stop_llm_tier(ctx, state, "timed_out", "the LLM job was stopped by its job timeout", guard)
         raise
     except Retry:
         raise
@@ -442,16 +479,31 @@ def _cascade_items(state: AssessmentState) -> list[Any]:
     ]
 
 
-async def _run_llm_tier(ctx: dict[str, Any], state: AssessmentState) -> LLMPart:
+async def _llm_guard(ctx: dict[str, Any], state: AssessmentState) -> Any:
+    """The LLM deadline of this assessment, counted from the first try's start (stored once): a retry or a
+    redelivery after a lost worker gets what is left of it, not a fresh deadline."""
+    from service.core.llm import CallGuard
+
+    deadline = ctx["settings"].llm.deadline_seconds
+    if deadline <= 0:
+        return CallGuard(0)
+    first = await ctx["store"].llm_started_at(state.meta.tenant, state.meta.id)
+    guard = CallGuard(deadline)
+    guard.deadline -= max(0.0, time.time() - first)
+    return guard
+
+
+async def _run_llm_tier(ctx: dict[str, Any], state: AssessmentState, guard: Any) -> LLMPart:
     """The judge cascade within the LLM deadline; a tier that outlives it (plus a grace) stops as timed_out."""
-    from service.core.llm import CallGuard, run_cascade
+    from service.core.llm import run_cascade
 
     settings: Settings = ctx["settings"]
     req = state.meta.request
-    guard = CallGuard.from_settings(settings.llm)
     deadline = settings.llm.deadline_seconds
+    if deadline > 0 and guard.remaining() <= 0:
+        return _stopped_part(ctx, state, "timed_out", f"the LLM deadline of {deadline:g} s passed across tries", guard)
     try:
-        async with asyncio.timeout(deadline + LLM_GRACE_SECONDS if deadline > 0 else None):
+        async with asyncio.timeout(guard.remaining() + LLM_GRACE_SECONDS if deadline > 0 else None):
             result = await run_cascade(
                 llm_for(ctx, state.meta.tenant),
                 _cascade_items(state),
@@ -548,7 +600,11 @@ def _stopped_part(
 
 
 async def _stop_llm_tier(
-    ctx: dict[str, Any], state: AssessmentState, status: Literal["timed_out", "failed"], reason: str
+    ctx: dict[str, Any],
+    state: AssessmentState,
+    status: Literal["timed_out", "failed"],
+    reason: str,
+    guard: Any = None,
 ) -> bool:
     """End an assessment whose LLM tier cannot finish with its cheap-tier result and the reason; False when there
     is no cheap result to end with (or Redis refuses even that: then the caller records the failure)."""
@@ -558,7 +614,7 @@ async def _stop_llm_tier(
     meta = state.meta
     try:
         if state.final is None and state.llm is None:
-            part = _stopped_part(ctx, state, status, reason)
+            part = _stopped_part(ctx, state, status, reason, guard)
             if not await store.put_llm(meta.tenant, meta.id, part):
                 part = (await store.get(meta.tenant, meta.id)).llm or part
             state.llm = part
@@ -609,10 +665,13 @@ async def _queue_callback(ctx: dict[str, Any], state: AssessmentState, event: Ca
     meta = state.meta
     if event not in callback_events(meta.request):
         return
-    job_id = f"{meta.id}:callback" if event == "final" else f"{meta.id}:callback:{event}"
-    if event != "final":  # the final callback's state is written with the assessment
-        await ctx["store"].open_callback(meta.tenant, meta.id, str(meta.request.callback_url), event)
-    await ctx["redis"].enqueue_job("deliver_callback", meta.tenant, meta.id, event, _job_id=job_id)
+    if event == "final":  # its state is written with the assessment; its job keeps the arguments it always had
+        await ctx["redis"].enqueue_job("deliver_callback", meta.tenant, meta.id, _job_id=f"{meta.id}:callback")
+        return
+    await ctx["store"].open_callback(meta.tenant, meta.id, str(meta.request.callback_url), event)
+    await ctx["redis"].enqueue_job(
+        "deliver_callback", meta.tenant, meta.id, event, _job_id=f"{meta.id}:callback:{event}"
+    )
 
 
 async def finalize(ctx: dict[str, Any], state: AssessmentState) -> None:
@@ -649,6 +708,8 @@ async def _tail(ctx: dict[str, Any], state: AssessmentState) -> None:
         ctx["redis"], meta.tenant, state, retention_seconds=ctx["settings"].redis.retention_seconds, refresh=True
     )
     await _queue_callback(ctx, state, "final")
+    if "llm" not in meta.parts:  # the final result is the cheap tier's: a caller who asked for that gets it now
+        await _queue_callback(ctx, state, "cheap")
 
 
 @_observed("deliver_callback")
@@ -673,7 +734,12 @@ async def deliver_callback(ctx: dict[str, Any], tenant: str, aid: str, event: Ca
     try:
         secret = await asyncio.to_thread(AccessStore(ctx["catalog"].db).callback_secret, tenant)
         resp = await post_callback(
-            ctx["http"], cb.url, body, secret=secret, policy=ctx["settings"].jobs.callback_policy
+            ctx["http"],
+            cb.url,
+            body,
+            secret=secret,
+            policy=ctx["settings"].jobs.callback_policy,
+            extra_headers=[("Trisk-Event", event)],  # the body's status says which result it is: done supersedes
         )
         if resp.status_code >= 300:
             raise httpx.HTTPStatusError(f"callback answered {resp.status_code}", request=resp.request, response=resp)

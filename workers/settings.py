@@ -8,14 +8,13 @@ from typing import Any
 
 from arq.connections import RedisSettings
 from arq.worker import func
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
 
-from service.core.redis_client import REDIS_AWAY
+from service.core.redis_client import REDIS_AWAY, waiting_retry
 from service.core.settings import get_settings
 from service.core.telemetry import configure_logging, start_metrics_server
 from workers import lease
 from workers.jobs import (
+    CHEAP_JOB_TIMEOUT,
     MAX_TRIES,
     adjudicate,
     assess_cheap,
@@ -30,21 +29,16 @@ from workers.jobs import (
 __all__ = ["WorkerSettings", "redis_settings"]
 
 _settings = get_settings()
-CHEAP_TIMEOUT = 120
+CHEAP_TIMEOUT = CHEAP_JOB_TIMEOUT
 # beyond the LLM deadline and the job's own backstop: the job ends itself (a final result with the reason) first
 LLM_TIMEOUT = llm_job_timeout(_settings)
-# how long the worker waits for a Redis that went away (a restart, an AOF replay) before it gives up and exits
-REDIS_WAIT_SECONDS = 120
 
 
 def redis_settings(url: str) -> RedisSettings:
     """arq's connection: every command, and every reconnect, waits for a Redis that is away, backing off up to a
     second between tries, so the worker's loop carries on by itself when Redis is back (arq ends the worker on the
     first error its loop sees); after about REDIS_WAIT_SECONDS it exits and its supervisor starts it again."""
-    # redis-py retries a refused reconnect only when the retry names OSError: the pool reconnects outside the
-    # command's own retry
-    retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), REDIS_WAIT_SECONDS, (*REDIS_AWAY, OSError))  # type: ignore[arg-type]
-    return dataclasses.replace(RedisSettings.from_dsn(url), retry_on_error=list(REDIS_AWAY), retry=retry)
+    return dataclasses.replace(RedisSettings.from_dsn(url), retry_on_error=list(REDIS_AWAY), retry=waiting_retry())
 
 
 async def on_worker_start(ctx: dict[str, Any]) -> None:

@@ -191,7 +191,8 @@ def final_risks(
         if model is None:
             raise LookupError(f"risk model {model_name!r} is not in models/risk")
         result = score(model, merged.signals, merged.flags, registry=registry)
-        if any(isinstance(merged.signals.get(name), SignalValue) for name in LLM_SIGNALS.values()):
+        # the LLM tier refined this risk only if a judge's signal is one of the terms that scored it
+        if any(name in result.components for name in LLM_SIGNALS.values()):
             result = msgspec.structs.replace(result, basis="cheap+llm")
         used = _maybe(registry, result.rule.split("@", 1)[0]) or model
         out[c.id] = Scored(used, result, merged.flags)

@@ -88,7 +88,10 @@ class CandidateIn(msgspec.Struct, forbid_unknown_fields=True):
     model: str | None = None
 
 
-class AssessmentRequest(msgspec.Struct, forbid_unknown_fields=True):
+class AssessmentRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """An assessment as asked for. Stored without its unset fields, so a worker of the previous version still reads
+    a request that does not use a newer field."""
+
     source: SourceIn
     candidates: Annotated[list[CandidateIn], msgspec.Meta(extra_json_schema={"minItems": 1})]
     checks: list[CheckName] | None = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -211,6 +212,15 @@ class Store:
     async def put_final(self, tenant: str, aid: str, part: FinalPart) -> bool:
         """Write the final result once; False when another run of the job got there first (its result stands)."""
         return bool(await self.redis.hsetnx(self._a(tenant, aid), "final", _enc.encode(part)))
+
+    async def llm_started_at(self, tenant: str, aid: str) -> float:
+        """When the LLM tier of this assessment first started (written once: every try counts from it)."""
+        key = self._a(tenant, aid)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hsetnx(key, "llm_started", repr(time.time()))
+            pipe.hget(key, "llm_started")
+            _, raw = await pipe.execute()
+        return float(raw)
 
     async def put_provisional(self, tenant: str, aid: str, part: FinalPart) -> bool:
         """Publish the cheap tier's result once; False when another delivery published it first."""

@@ -49,8 +49,9 @@ class SourceView(msgspec.Struct):
 
 
 class CandidateResult(msgspec.Struct):
-    """One candidate: every signal (value or skip reason), the flags that fired and, once finished, its risk (sort
-    by ``risk.priority``), routing score and budget rank."""
+    """One candidate: every signal (value or skip reason), the flags that fired and, once the cheap tier's result is
+    published (status partial) or the final one (done), its risk (sort by ``risk.priority``; ``risk.basis`` says which
+    tiers it reflects), routing score and budget rank."""
 
     id: str
     model: str | None

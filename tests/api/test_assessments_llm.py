@@ -234,6 +234,7 @@ def test_the_cheap_result_is_published_while_the_judges_work_and_the_final_one_r
     # a callback at each stage: the cheap one carries the partial result, the last one the final result
     statuses = sorted(b["status"] for b in receiver.bodies)
     assert statuses == ["done", "partial"], statuses
+    assert sorted(e or "" for e in receiver.events) == ["cheap", "final"]
     assert done["callback"]["status"] == done["cheap_callback"]["status"] == "delivered"
     # call sizes: a GEMBA answer is a number, a backtranslation about the source's length, the reasoning judge its own
     gemba = [r for r in openai_server.requests if '"pali"' not in r.user_text]
@@ -427,4 +428,140 @@ def test_an_llm_job_delivered_beyond_its_last_try_ends_with_the_cheap_result(
         done = api.get(f"/v1/assessments/{aid}").json()
     assert done["status"] == "done" and done["error"] is None, done
     assert done["llm_tier"]["status"] == "failed" and "gave up after" in done["llm_tier"]["reason"]
+    assert all(c["risk"]["basis"] == "cheap" for c in done["candidates"])
+
+
+@contextlib.contextmanager
+def _worker_ctx(settings: Settings, **extra: Any) -> Iterator[Callable[[Any], Any]]:
+    """Run job functions directly with a worker's shared clients (what ARQ would pass them), one event loop."""
+    from arq import create_pool
+    from arq.connections import RedisSettings
+
+    from workers.jobs import shutdown, startup
+
+    loop = asyncio.new_event_loop()
+    ctx: dict[str, Any] = {"settings": settings, "nice": False, "job_try": 1, **extra}
+
+    async def open_() -> None:
+        await startup(ctx)
+        ctx["redis"] = await create_pool(
+            RedisSettings.from_dsn(settings.redis.url), default_queue_name=settings.redis.queue_name
+        )
+
+    loop.run_until_complete(open_())
+    try:
+        yield lambda make: loop.run_until_complete(make(ctx))
+    finally:
+
+        async def close() -> None:
+            await ctx["redis"].aclose()
+            await shutdown(ctx)
+
+        loop.run_until_complete(close())
+        loop.close()
+
+
+class SlowChecker:
+    """The real critical checker, taking its time (a cold encoder, a huge passage)."""
+
+    def __init__(self, seconds: float) -> None:
+        from service.core.critical import default_checker
+
+        self.inner = default_checker()
+        self.signature = self.inner.signature
+        self.seconds = seconds
+
+    def check_passage(self, *args: Any, **kwargs: Any) -> Any:
+        time.sleep(self.seconds)
+        return self.inner.check_passage(*args, **kwargs)
+
+
+def test_a_cheap_job_past_arqs_timeout_reads_failed_with_the_reason(
+    sn12_index: NoveltyIndex, llm_settings: Settings
+) -> None:
+    settings = _variant(llm_settings, "slowcheap", [{"id": "a", "model": "score-80", "family": "anthropic"}])
+    functions = [replace(f, timeout_s=1.0) if f.name == "assess_cheap" else f for f in WorkerSettings.functions]
+    with _api(settings, sn12_index) as api:
+        aid = api.post("/v1/assessments", json=_body(["peer_distance", "hard_flags", "critical"])).json()["id"]
+        run_worker_burst(settings, functions=functions, ctx={"critical": SlowChecker(3.0), "cheap_job_timeout": 1.0})
+        done = api.get(f"/v1/assessments/{aid}").json()
+    assert done["status"] == "failed" and "job timeout" in done["error"], done
+
+
+def test_a_cheap_only_callback_is_sent_when_there_is_no_llm_tier(
+    sn12_index: NoveltyIndex, llm_settings: Settings
+) -> None:
+    settings = _variant(llm_settings, "nollm", [{"id": "a", "model": "score-80", "family": "anthropic"}])
+    receiver = CallbackReceiver([200])
+    try:
+        with _api(settings, sn12_index) as api:
+            body = _body(["peer_distance", "hard_flags"], callback_url=receiver.url, callback_events=["cheap"])
+            aid = api.post("/v1/assessments", json=body).json()["id"]
+            run_worker_burst(settings)
+            done = api.get(f"/v1/assessments/{aid}").json()
+    finally:
+        receiver.close()
+    assert [b["status"] for b in receiver.bodies] == ["done"] and receiver.events == ["cheap"]
+    assert done["cheap_callback"]["status"] == "delivered" and done["callback"] is None
+
+
+def test_a_retry_of_the_llm_tier_gets_what_is_left_of_its_deadline(
+    sn12_index: NoveltyIndex,
+    llm_settings: Settings,
+    openai_server: FakeOpenAIServer,  # noqa: F811
+) -> None:
+    import redis as redis_sync
+
+    from workers.jobs import assess_cheap
+
+    openai_server.reset()
+    settings = _variant(llm_settings, "late", [{"id": "a", "model": "score-81", "family": "anthropic"}])
+    with _api(settings, sn12_index) as api:
+        aid = api.post("/v1/assessments", json=_body(["peer_distance", "hard_flags", "gemba"])).json()["id"]
+        with _worker_ctx(settings) as run:
+            assert run(lambda ctx: assess_cheap(ctx, api.tenant, aid)) == "cheap done; llm queued"
+        # an earlier try of the LLM tier started long ago (and was lost): its deadline is spent
+        key = f"trisk:t:{api.tenant}:a:{aid}"
+        redis_sync.Redis.from_url(settings.redis.url).hset(key, "llm_started", repr(time.time() - 1000))
+        run_worker_burst(settings)
+        done = api.get(f"/v1/assessments/{aid}").json()
+    assert done["status"] == "done" and done["llm_tier"]["status"] == "timed_out", done["llm_tier"]
+    assert "across tries" in done["llm_tier"]["reason"]
+    assert openai_server.requests_for("score-81") == []  # nothing asked after the deadline
+
+
+def test_a_late_cheap_delivery_hands_over_to_the_llm_job(
+    sn12_index: NoveltyIndex,
+    llm_settings: Settings,
+    openai_server: FakeOpenAIServer,  # noqa: F811
+) -> None:
+    from workers.jobs import MAX_TRIES, assess_cheap
+
+    settings = _variant(llm_settings, "handover", [{"id": "a", "model": "score-82", "family": "anthropic"}])
+    with _api(settings, sn12_index) as api:
+        aid = api.post("/v1/assessments", json=_body(["peer_distance", "hard_flags", "gemba"])).json()["id"]
+        with _worker_ctx(settings) as run:
+            assert run(lambda ctx: assess_cheap(ctx, api.tenant, aid)) == "cheap done; llm queued"
+        # ARQ's spare delivery of the cheap job (its worker was lost after queueing the LLM job)
+        with _worker_ctx(settings, job_try=MAX_TRIES + 1) as run:
+            assert run(lambda ctx: assess_cheap(ctx, api.tenant, aid)) == "gave up; llm queued"
+        run_worker_burst(settings)
+        done = api.get(f"/v1/assessments/{aid}").json()
+    assert done["status"] == "done" and done["llm_tier"]["status"] == "done", done["llm_tier"]
+    assert all(c["risk"]["basis"] == "cheap+llm" for c in done["candidates"])
+
+
+def test_basis_is_cheap_when_no_llm_signal_scored_the_risk(
+    sn12_index: NoveltyIndex,
+    llm_settings: Settings,
+    openai_server: FakeOpenAIServer,  # noqa: F811
+) -> None:
+    # a backtranslation ran, but the risk model that scored has no term for it: the risk is the cheap tier's
+    settings = _variant(llm_settings, "btonly", [{"id": "h", "model": "hash-score", "family": "google"}])
+    with _api(settings, sn12_index) as api:
+        aid = api.post("/v1/assessments", json=_body(["peer_distance", "hard_flags", "backtranslation"])).json()["id"]
+        run_worker_burst(settings)
+        done = api.get(f"/v1/assessments/{aid}").json()
+    assert done["llm_tier"]["checks"] == {"backtranslation": {"ran": 5}}
+    assert all(c["signals"]["backtranslation_chrf_risk"]["status"] == "value" for c in done["candidates"])
     assert all(c["risk"]["basis"] == "cheap" for c in done["candidates"])

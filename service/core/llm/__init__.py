@@ -53,7 +53,7 @@ from service.core.llm._gemba import (
     red_flags,
     score_candidate,
 )
-from service.core.llm._guard import MAX_TIMEOUTS, CallGuard, CallType, max_tokens_for
+from service.core.llm._guard import MAX_TIMEOUTS, CallGuard, CallType, gather_all, max_tokens_for
 from service.core.llm._judging import Attempt, AttemptOptions, Cost, JudgeStatus, Outcome, ask_until_parsed
 from service.core.llm._panels import (
     KNOWN_FAMILIES,
@@ -124,6 +124,7 @@ __all__ = [
     "choose_panel",
     "data_fence_tag",
     "family_of",
+    "gather_all",
     "gemba_signal",
     "inline_panel",
     "load_panel",

@@ -24,7 +24,7 @@ import msgspec
 from service.core.errors import InputError
 from service.core.llm._backtranslation import BacktranslationResult, backtranslate, backtranslation_signal
 from service.core.llm._gemba import GembaResult, gemba_signal, score_candidate
-from service.core.llm._guard import CallGuard
+from service.core.llm._guard import CallGuard, gather_all
 from service.core.llm._judging import AttemptOptions, Cost
 from service.core.llm._panels import JudgeSelection, Panel, select_judges
 from service.core.types import SignalResult, SignalSkipped
@@ -290,12 +290,10 @@ async def run_cascade(
     )
     options = options or AttemptOptions(temperature=settings.temperature)
     if client is not None and configured:
-        results = list(
-            await asyncio.gather(
-                *(
-                    _run_one(client, item, p, settings, options, guard)
-                    for item, p in zip(items, plan.candidates, strict=True)
-                )
+        results = await gather_all(
+            *(
+                _run_one(client, item, p, settings, options, guard)
+                for item, p in zip(items, plan.candidates, strict=True)
             )
         )
     else:

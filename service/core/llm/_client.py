@@ -335,8 +335,6 @@ class LLMClient:
                 LLM_CACHE_HITS.labels(endpoint.model).inc()
                 JUDGE_CALLS.labels(endpoint.model, "cached").inc()
                 return hit
-        if self.meter is not None:
-            await self.meter.take_call()
         body: dict[str, object] = {
             "model": endpoint.model,
             "messages": [{"role": m.role, "content": m.content} for m in messages],
@@ -422,6 +420,9 @@ class LLMClient:
             refusal = admit() if admit is not None else None
             if refusal is not None:
                 raise UpstreamTimeout(refusal, extra={"refused": True, "model": endpoint.model})
+            if attempt == 1 and self.meter is not None:
+                # charged when the call is about to be sent (a refused one costs nothing), once per call
+                await self.meter.take_call()
             stats.in_flight += 1
             stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
             stats.requests += 1

@@ -30,6 +30,7 @@ from service.core.llm import (
     ask_until_parsed,
     choose_panel,
     family_of,
+    gather_all,
     max_tokens_for,
     resolve_endpoint,
     select_judges,
@@ -358,4 +359,4 @@ async def run_grades(
     client: LLMClient, plan: GradePlan, settings: LLMSettings, guard: CallGuard | None = None
 ) -> list[GradeOutcome]:
     """Every item of the plan, concurrently (the client limits calls per provider), within the guard's deadline."""
-    return list(await asyncio.gather(*(_grade_item(client, plan, item, settings, guard) for item in plan.items)))
+    return await gather_all(*(_grade_item(client, plan, item, settings, guard) for item in plan.items))

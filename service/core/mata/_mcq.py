@@ -18,7 +18,6 @@ is the measurement).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated
 
@@ -33,6 +32,7 @@ from service.core.llm import (
     Endpoint,
     Outcome,
     ask_until_parsed,
+    gather_all,
     max_tokens_for,
 )
 from service.core.mata._parsing import McqAnswered, McqFormatFailure, McqReading, read_mcq_answer
@@ -394,7 +394,7 @@ async def run_mcq(
     max_tokens = request.max_tokens
     if max_tokens is None and settings is not None:
         max_tokens = max_tokens_for("text", None, settings)
-    results = await asyncio.gather(*(_ask(client, endpoint, q, request, max_tokens, guard) for q in questions))
+    results = await gather_all(*(_ask(client, endpoint, q, request, max_tokens, guard) for q in questions))
     cost = Cost()
     by_variant: dict[str, list[McqAnswerRecord]] = {}
     for record, spent in results:

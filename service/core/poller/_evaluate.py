@@ -33,6 +33,7 @@ from service.core.llm import (
     ask_until_parsed,
     choose_panel,
     family_of,
+    gather_all,
     max_tokens_for,
     resolve_endpoint,
     select_judges,
@@ -413,9 +414,7 @@ async def run_poller_evaluation(
 ) -> PollerEvaluation:
     """Every interpretation of the plan, concurrently (the client limits calls per provider), within the guard's
     deadline when one is given."""
-    items = list(
-        await asyncio.gather(*(_evaluate_item(client, plan, i, settings, guard) for i in plan.interpretations))
-    )
+    items = await gather_all(*(_evaluate_item(client, plan, i, settings, guard) for i in plan.interpretations))
     cost = Cost()
     for item in items:
         if isinstance(item, PollerScored):

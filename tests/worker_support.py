@@ -23,10 +23,12 @@ class StaticIndexes:
         return self.indexes
 
 
-def run_worker_burst(settings: Settings, *, max_jobs: int = 4, ctx: dict[str, Any] | None = None) -> Any:
-    """Process every queued job (deferred retries included), then return the worker (its counters say how many
-    jobs ran, failed and were retried). ``ctx`` overrides the worker's shared clients (fakes, counters): startup
-    keeps whatever is already there."""
+def run_worker_burst(
+    settings: Settings, *, max_jobs: int = 4, ctx: dict[str, Any] | None = None, max_burst_jobs: int = -1
+) -> Any:
+    """Process every queued job (deferred retries included), or ``max_burst_jobs`` of them, then return the worker
+    (its counters say how many jobs ran, failed and were retried). ``ctx`` overrides the worker's shared clients
+    (fakes, counters): startup keeps whatever is already there."""
 
     async def main() -> Worker:
         worker = Worker(
@@ -36,8 +38,12 @@ def run_worker_burst(settings: Settings, *, max_jobs: int = 4, ctx: dict[str, An
             on_startup=startup,
             on_shutdown=shutdown,
             burst=True,
+            max_burst_jobs=max_burst_jobs,
             poll_delay=0.05,
             max_jobs=max_jobs,
+            queue_read_limit=WorkerSettings.queue_read_limit,
+            on_job_start=WorkerSettings.on_job_start,
+            after_job_end=WorkerSettings.after_job_end,
             handle_signals=False,
             # the test process must not lower its own priority as a real worker does
             ctx={"settings": settings, "nice": False, **(ctx or {})},

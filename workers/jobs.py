@@ -31,6 +31,7 @@ import redis.exceptions
 from arq import Retry
 from redis.asyncio import Redis
 
+from service.core import lanes
 from service.core.budget import SeenScores
 from service.core.callbacks import CallbackRefused, post_callback
 from service.core.durable.access import AccessStore
@@ -295,7 +296,7 @@ async def assess_cheap(ctx: dict[str, Any], tenant: str, aid: str) -> str:
                     part = (await store.get(tenant, aid)).cheap or part  # another delivery wrote it first
                 state.cheap = part
             if "llm" in state.meta.parts:
-                await ctx["redis"].enqueue_job("assess_llm", tenant, aid, _job_id=f"{aid}:llm")
+                await lanes.enqueue_follow_on(ctx["redis"], "assess_llm", state.meta, job_id=f"{aid}:llm")
                 return "cheap done; llm queued"
         await finalize(ctx, state)
     except Retry:
@@ -478,7 +479,7 @@ async def _tail(ctx: dict[str, Any], state: AssessmentState) -> None:
         ctx["redis"], meta.tenant, state, retention_seconds=ctx["settings"].redis.retention_seconds
     )
     if meta.request.callback_url:
-        await ctx["redis"].enqueue_job("deliver_callback", meta.tenant, meta.id, _job_id=f"{meta.id}:callback")
+        await lanes.enqueue_follow_on(ctx["redis"], "deliver_callback", meta, job_id=f"{meta.id}:callback")
 
 
 @_observed("deliver_callback")

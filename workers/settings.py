@@ -8,6 +8,7 @@ from typing import Any
 from arq.connections import RedisSettings
 from arq.worker import func
 
+from service.core import lanes
 from service.core.settings import get_settings
 from service.core.telemetry import configure_logging, start_metrics_server
 from workers.jobs import (
@@ -59,6 +60,13 @@ class WorkerSettings:
     job_completion_wait = CHEAP_TIMEOUT
     # embeddings are CPU-bound and run in a thread; a few jobs at once keep the cores busy without thrashing
     max_jobs = 4
+    # lanes and fair shares (service.core.lanes): the lane's virtual time follows the jobs taken, retries rejoin
+    on_job_start = lanes.on_job_start
+    after_job_end = lanes.after_job_end
+    # ARQ starts every id of one read before it reads again, waiting for a free slot for each: with its default
+    # (100) an interactive job queued meanwhile would wait for up to 100 bulk jobs; the running jobs are among
+    # the ids read, so a read of twice the slots still keeps every slot busy
+    queue_read_limit = 2 * max_jobs
     job_timeout = 900
     keep_result = 3600
     retry_jobs = True

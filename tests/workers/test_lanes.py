@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -17,10 +16,9 @@ from arq.jobs import Job
 from redis.asyncio import Redis
 
 from service.core import lanes
-from service.core.novelty import NoveltyIndex
 from service.core.settings import Settings
 from service.core.store import Store
-from tests.conftest import TEST_REDIS_URL, issue_test_key, keyed
+from tests.conftest import TEST_REDIS_URL, issue_test_key
 from tests.worker_support import run_worker_burst
 
 SOURCE = "Sattaratanasampannā, Tīsu sikkhāsu sikkhitā; Anuvicaranti mahāvīrā, Pahīnabhayabheravā."
@@ -41,34 +39,12 @@ def _body(**extra: Any) -> dict[str, Any]:
 
 
 @pytest.fixture()
-def settings(test_settings: Settings) -> Settings:
-    """A queue of this test's own, so its lanes' fair-share state starts empty."""
-    return replace(test_settings, redis=replace(test_settings.redis, queue_name=f"trisk:test:{uuid.uuid4().hex}:q"))
-
-
-@pytest.fixture()
-def client(sn12_index: NoveltyIndex, settings: Settings) -> Iterator[Any]:
-    from litestar.testing import TestClient
-
-    from service.app import create_app
-    from service.app.resources import Resources
-
-    resources = Resources(settings=settings, indexes={"pli": sn12_index})
-    with TestClient(app=create_app(settings, resources=resources)) as tc:
-        yield keyed(tc, issue_test_key(settings))
+def as_b(settings: Settings) -> Iterator[dict[str, str]]:
+    """Requests as a second tenant."""
+    yield {"Authorization": f"Bearer {issue_test_key(settings, tenant=TENANT_B)}"}
     r = redis.Redis.from_url(TEST_REDIS_URL)
-    for job_id in r.zrange(settings.redis.queue_name, 0, -1):
-        r.delete(b"arq:job:" + job_id)
-    for key in [
-        *r.scan_iter(match=f"trisk:t:{TENANT_B}:*", count=1000),
-        *r.scan_iter(match=f"{settings.redis.queue_name}*"),
-    ]:
+    for key in r.scan_iter(match=f"trisk:t:{TENANT_B}:*", count=1000):
         r.delete(key)
-
-
-@pytest.fixture()
-def as_b(settings: Settings) -> dict[str, str]:
-    return {"Authorization": f"Bearer {issue_test_key(settings, tenant=TENANT_B)}"}
 
 
 def _pool(settings: Settings) -> Any:

@@ -64,9 +64,9 @@ class WorkerSettings:
     on_job_start = lanes.on_job_start
     after_job_end = lanes.after_job_end
     # ARQ starts every id of one read before it reads again, waiting for a free slot for each: with its default
-    # (100) an interactive job queued meanwhile would wait for up to 100 bulk jobs; the running jobs are among
-    # the ids read, so a read of twice the slots still keeps every slot busy
-    queue_read_limit = 2 * max_jobs
+    # (100) an interactive job queued meanwhile would wait for up to 100 bulk jobs. The running jobs are among the
+    # ids read (they leave the queue when done), so one more than the slots commits at most one job ahead
+    queue_read_limit = max_jobs + 1
     job_timeout = 900
     keep_result = 3600
     retry_jobs = True

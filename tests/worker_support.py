@@ -32,10 +32,12 @@ def run_worker_burst(
     max_jobs: int = 4,
     ctx: dict[str, Any] | None = None,
     functions: Sequence[Any] | None = None,
+    max_burst_jobs: int = -1,
 ) -> Any:
-    """Process every queued job (deferred retries included), then return the worker (its counters say how many
-    jobs ran, failed and were retried). ``ctx`` overrides the worker's shared clients (fakes, counters): startup
-    keeps whatever is already there; ``functions`` the worker's jobs (e.g. a shorter ARQ timeout)."""
+    """Process every queued job (deferred retries included), or ``max_burst_jobs`` of them, then return the worker
+    (its counters say how many jobs ran, failed and were retried). ``ctx`` overrides the worker's shared clients
+    (fakes, counters): startup keeps whatever is already there; ``functions`` the worker's jobs (e.g. a shorter ARQ
+    timeout)."""
 
     async def main() -> Worker:
         worker = Worker(
@@ -44,11 +46,14 @@ def run_worker_burst(
             queue_name=settings.redis.queue_name,
             on_startup=startup,
             on_shutdown=shutdown,
-            on_job_start=WorkerSettings.on_job_start,
             on_job_end=WorkerSettings.on_job_end,
             burst=True,
+            max_burst_jobs=max_burst_jobs,
             poll_delay=0.05,
             max_jobs=max_jobs,
+            queue_read_limit=WorkerSettings.queue_read_limit,
+            on_job_start=WorkerSettings.on_job_start,
+            after_job_end=WorkerSettings.after_job_end,
             handle_signals=False,
             # the test process must not lower its own priority as a real worker does
             ctx={"settings": settings, "nice": False, **(ctx or {})},

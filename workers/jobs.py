@@ -37,6 +37,7 @@ import redis.exceptions
 from arq import Retry
 from redis.asyncio import Redis
 
+from service.core import lanes
 from service.core.budget import SeenScores
 from service.core.callbacks import CallbackRefused, post_callback
 from service.core.durable.access import AccessStore
@@ -331,7 +332,7 @@ async def assess_cheap(ctx: dict[str, Any], tenant: str, aid: str) -> str:
         return "already finished"
     if state.cheap is not None and "llm" in state.meta.parts and int(ctx.get("job_try", 1)) > MAX_TRIES:
         # the cheap part is stored and the LLM job may be healthy: hand over to it (it ends the assessment either way)
-        await ctx["redis"].enqueue_job("assess_llm", tenant, aid, _job_id=f"{aid}:llm")
+        await lanes.enqueue_follow_on(ctx["redis"], "assess_llm", state.meta, job_id=f"{aid}:llm")
         return "gave up; llm queued"
     if await _gave_up(ctx, state):
         return "gave up"
@@ -346,7 +347,7 @@ async def assess_cheap(ctx: dict[str, Any], tenant: str, aid: str) -> str:
                 state.cheap = part
             if "llm" in state.meta.parts:
                 await publish_cheap(ctx, state)
-                await ctx["redis"].enqueue_job("assess_llm", tenant, aid, _job_id=f"{aid}:llm")
+                await lanes.enqueue_follow_on(ctx["redis"], "assess_llm", state.meta, job_id=f"{aid}:llm")
                 return "cheap done; llm queued"
         await finalize(ctx, state)
     except asyncio.CancelledError:
@@ -370,7 +371,7 @@ async def _cheap_timed_out(ctx: dict[str, Any], state: AssessmentState) -> None:
             reason = "the cheap tier was stopped by its job timeout"
             await ctx["store"].mark_failed(meta.tenant, meta.id, reason)
         elif "llm" in meta.parts:
-            await ctx["redis"].enqueue_job("assess_llm", meta.tenant, meta.id, _job_id=f"{meta.id}:llm")
+            await lanes.enqueue_follow_on(ctx["redis"], "assess_llm", meta, job_id=f"{meta.id}:llm")
         else:
             await finalize(ctx, state)
     except Exception as exc:
@@ -666,12 +667,10 @@ async def _queue_callback(ctx: dict[str, Any], state: AssessmentState, event: Ca
     if event not in callback_events(meta.request):
         return
     if event == "final":  # its state is written with the assessment; its job keeps the arguments it always had
-        await ctx["redis"].enqueue_job("deliver_callback", meta.tenant, meta.id, _job_id=f"{meta.id}:callback")
+        await lanes.enqueue_follow_on(ctx["redis"], "deliver_callback", meta, job_id=f"{meta.id}:callback")
         return
     await ctx["store"].open_callback(meta.tenant, meta.id, str(meta.request.callback_url), event)
-    await ctx["redis"].enqueue_job(
-        "deliver_callback", meta.tenant, meta.id, event, _job_id=f"{meta.id}:callback:{event}"
-    )
+    await lanes.enqueue_follow_on(ctx["redis"], "deliver_callback", meta, event, job_id=f"{meta.id}:callback:{event}")
 
 
 async def finalize(ctx: dict[str, Any], state: AssessmentState) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 from arq.connections import RedisSettings
 from arq.worker import func
 
+from service.core import lanes
 from service.core.redis_client import REDIS_AWAY, waiting_retry
 from service.core.settings import get_settings
 from service.core.telemetry import configure_logging, start_metrics_server
@@ -49,6 +50,13 @@ async def on_worker_start(ctx: dict[str, Any]) -> None:
     await startup(ctx)
 
 
+async def on_job_start(ctx: dict[str, Any]) -> None:
+    """As a job starts: its lease (a lost worker's job runs again after TRISK_JOB_LEASE_SECONDS, not after the longest
+    job timeout + 10 s), then its lane (the lane's virtual time follows the jobs taken; due retries rejoin it)."""
+    await lease.hold(ctx)
+    await lanes.on_job_start(ctx)
+
+
 class WorkerSettings:
     """A plain arq settings class; every job is idempotent (keyed by assessment and part). Assessment jobs get one
     delivery beyond their own ``MAX_TRIES`` so a worker lost on the last try still leaves a final state."""
@@ -64,8 +72,7 @@ class WorkerSettings:
     ]
     on_startup = on_worker_start
     on_shutdown = shutdown
-    # a lost worker's job runs again after its lease (TRISK_JOB_LEASE_SECONDS), not after the longest timeout + 10 s
-    on_job_start = lease.hold
+    # the lease, then the lane (on_job_start below); the lease ends with the job
     on_job_end = lease.release
     redis_settings = redis_settings(_settings.redis.url)
     queue_name = _settings.redis.queue_name
@@ -76,6 +83,12 @@ class WorkerSettings:
     job_completion_wait = CHEAP_TIMEOUT
     # embeddings are CPU-bound and run in a thread; a few jobs at once keep the cores busy without thrashing
     max_jobs = 4
+    on_job_start = on_job_start
+    after_job_end = lanes.after_job_end
+    # ARQ starts every id of one read before it reads again, waiting for a free slot for each: with its default
+    # (100) an interactive job queued meanwhile would wait for up to 100 bulk jobs. The running jobs are among the
+    # ids read (they leave the queue when done), so one more than the slots commits at most one job ahead
+    queue_read_limit = max_jobs + 1
     job_timeout = 900
     keep_result = 3600
     retry_jobs = True

@@ -11,6 +11,7 @@ from litestar.di import Provide
 
 from service.app.resources import Resources, open_queue
 from service.app.tenancy import current_tenant
+from service.core import lanes
 from service.core.durable import DurableStore
 from service.core.errors import NotReady, RedisUnavailable
 from service.core.judge_jobs import JudgeJobStore
@@ -28,13 +29,25 @@ class JobQueue:
     def __init__(self, resources: Resources) -> None:
         self.resources = resources
 
-    async def enqueue(self, function: str, *args: Any, job_id: str) -> None:
+    async def _pool(self) -> Any:
         if self.resources.queue is None:
             self.resources.queue = await open_queue(self.resources.settings)
         if self.resources.queue is None:
             raise RedisUnavailable("the job queue is not connected: Redis does not answer; retry shortly")
+        return self.resources.queue
+
+    async def enqueue(
+        self, function: str, tenant: str, *args: Any, job_id: str, lane: lanes.Lane = "interactive", cost: int = 1
+    ) -> None:
+        """Queue ``function(tenant, *args)`` in its lane at the tenant's fair share (``service.core.lanes``)."""
         # a fixed job id makes enqueueing idempotent: a replayed request never queues the same work twice
-        await self.resources.queue.enqueue_job(function, *args, _job_id=job_id)
+        await lanes.enqueue(await self._pool(), function, tenant, *args, job_id=job_id, lane=lane, cost=cost)
+
+    async def enqueue_many(
+        self, function: str, tenant: str, jobs: list[tuple[tuple[Any, ...], str, int]], *, lane: lanes.Lane
+    ) -> None:
+        """Many jobs of one tenant, ``(args, job_id, cost)`` each, their fair shares reserved in one step."""
+        await lanes.enqueue_many(await self._pool(), function, tenant, jobs, lane=lane)
 
 
 def provide_resources(state: State) -> Resources:

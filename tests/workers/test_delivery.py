@@ -8,7 +8,6 @@ often the cheap tier ran, a callback receiver that answers 500 before 200.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -21,10 +20,9 @@ from redis.asyncio import Redis
 
 from service.core.critical import default_checker
 from service.core.errors import UpstreamUnavailable
-from service.core.novelty import NoveltyIndex
 from service.core.settings import Settings
 from service.core.store import Store
-from tests.conftest import TEST_REDIS_URL, TEST_TENANT, issue_test_key, keyed
+from tests.conftest import TEST_REDIS_URL, TEST_TENANT
 from tests.worker_support import CallbackReceiver, run_worker_burst
 from workers.jobs import MAX_TRIES, Embedders
 
@@ -131,24 +129,6 @@ class FlakyEmbedder:
             self.failures -= 1
             raise UpstreamUnavailable("embedding provider: HTTP 503 (injected)")
         return self.inner.embed(texts, kind=kind)
-
-
-@pytest.fixture()
-def settings(test_settings: Settings) -> Settings:
-    """A queue of this test's own: jobs other tests left queued must not run (and be counted) here."""
-    return replace(test_settings, redis=replace(test_settings.redis, queue_name=f"trisk:test:{uuid.uuid4().hex}:q"))
-
-
-@pytest.fixture()
-def client(sn12_index: NoveltyIndex, settings: Settings) -> Iterator[Any]:
-    from litestar.testing import TestClient
-
-    from service.app import create_app
-    from service.app.resources import Resources
-
-    resources = Resources(settings=settings, indexes={"pli": sn12_index})
-    with TestClient(app=create_app(settings, resources=resources)) as tc:
-        yield keyed(tc, issue_test_key(settings))
 
 
 def _state(aid: str) -> dict[bytes, bytes]:

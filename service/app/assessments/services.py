@@ -9,6 +9,7 @@ import uuid
 from service.app.deps import JobQueue
 from service.app.novelty.services import check_text
 from service.app.resources import Resources
+from service.core import lanes
 from service.core.callbacks import CallbackRefused, check_url
 from service.core.errors import InputError, NotReady, TriskError, Unavailable
 from service.core.novelty_report import NoveltyPending, SourceNovelty, source_novelty
@@ -96,9 +97,10 @@ def _meta(
     )
 
 
-async def _enqueue(jobs: JobQueue, tenant: str, aids: list[str]) -> None:
-    for aid in aids:
-        await jobs.enqueue(CHEAP_JOB, tenant, aid, job_id=f"{aid}:cheap")
+async def _enqueue(jobs: JobQueue, tenant: str, aids: list[str], metas: list[AssessmentMeta]) -> None:
+    """The cheap-tier jobs in the assessments' lane, each at the tenant's fair share (``service.core.lanes``)."""
+    items = [((aid,), f"{aid}:cheap", lanes.cost_of(m)) for aid, m in zip(aids, metas, strict=True)]
+    await jobs.enqueue_many(CHEAP_JOB, tenant, items, lane=lanes.lane_of_meta(metas[0]))
 
 
 async def accept_assessment(
@@ -120,11 +122,11 @@ async def accept_assessment(
         if idempotency_key:
             prior = await store.create_idempotent(meta, idempotency_key, body_sha)
             if prior is not None:
-                await _enqueue(jobs, tenant, [prior])
+                await _enqueue(jobs, tenant, [prior], [meta])  # the same body, so the same lane and cost
                 return await store.get(tenant, prior), True
         else:
             await store.create(meta)
-        await _enqueue(jobs, tenant, [meta.id])
+        await _enqueue(jobs, tenant, [meta.id], [meta])
     except TriskError as exc:
         if exc.status_code < 500:
             raise
@@ -173,7 +175,7 @@ async def accept_batch(
     batch = BatchMeta(id=batch_id, tenant=tenant, created_at=time.time(), assessment_ids=[m.id for m in metas])
     try:
         await store.create_many(metas, batch)
-        await _enqueue(jobs, tenant, batch.assessment_ids)
+        await _enqueue(jobs, tenant, batch.assessment_ids, metas)
     except REDIS_AWAY:
         await _rollback(store, tenant, batch.assessment_ids, batch_id, None)
         raise

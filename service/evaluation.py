@@ -26,7 +26,17 @@ from service.core.metrics import auc, budget_stats, spearman
 from service.core.palibench import OUTLIER_DRIFT, load_palibench
 from service.core.ranking import priority
 
-__all__ = ["OUTLIER_DRIFT", "Benchmark", "Stack", "evaluate", "free_port", "load_benchmark", "report", "wait_ready"]
+__all__ = [
+    "OUTLIER_DRIFT",
+    "Benchmark",
+    "Stack",
+    "evaluate",
+    "free_port",
+    "load_benchmark",
+    "report",
+    "request_item",
+    "wait_ready",
+]
 
 BUDGETS = (0.05, 0.10, 0.20)
 
@@ -54,6 +64,17 @@ def load_benchmark(folder: str | Path, bilara_root: str | Path, limit: int | Non
         ]
         passages.append({"id": p.id, "source": p.source, "candidates": cands})
     return Benchmark(passages=passages, labels=labels)
+
+
+def request_item(passage: dict[str, Any], checks: list[str] | None = None) -> dict[str, Any]:
+    """A benchmark passage as the body of ``POST /v1/assessments`` (or one line of a batch)."""
+    item: dict[str, Any] = {
+        "source": {"text": passage["source"], "lang": "pli", "ref": passage["id"]},
+        "candidates": passage["candidates"],
+    }
+    if checks:
+        item["checks"] = checks
+    return item
 
 
 def free_port() -> int:
@@ -157,15 +178,7 @@ def evaluate(bench: Benchmark, url: str, checks: list[str] | None, key: str, pol
     """Submit every passage as one batch (NDJSON), wait for the workers, return the results."""
     import httpx
 
-    lines = []
-    for p in bench.passages:
-        item: dict[str, Any] = {
-            "source": {"text": p["source"], "lang": "pli", "ref": p["id"]},
-            "candidates": p["candidates"],
-        }
-        if checks:
-            item["checks"] = checks
-        lines.append(json.dumps(item, ensure_ascii=False))
+    lines = [json.dumps(request_item(p, checks), ensure_ascii=False) for p in bench.passages]
     with httpx.Client(base_url=url, timeout=120, headers={"Authorization": f"Bearer {key}"}) as client:
         wait_ready(client)
         # batches of 100 passages stay well under the request body limit

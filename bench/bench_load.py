@@ -142,15 +142,6 @@ def _wait_done(client: httpx.Client, ids: list[str], seconds: float) -> float:
     return time.perf_counter() - t0
 
 
-def _wait_workers(log_dir: Path, n: int, seconds: float = 300) -> None:
-    """Until every worker has logged that its startup (models, clients) is done."""
-    deadline = time.monotonic() + seconds
-    while sum("worker ready" in p.read_text(errors="replace") for p in log_dir.glob("worker-*.log")) < n:
-        if time.monotonic() > deadline:
-            raise SystemExit("the workers did not start; logs in " + str(log_dir))
-        time.sleep(0.5)
-
-
 def _own_cpu() -> float:
     return sum(os.times()[:2])
 
@@ -190,7 +181,7 @@ def main() -> None:
     try:
         with httpx.Client(base_url=stack.url, timeout=60, headers={"Authorization": f"Bearer {stack.key}"}) as client:
             wait_ready(client)
-            _wait_workers(log_dir, args.workers)
+            stack.wait_workers()
             time.sleep(2)
             rss_idle = (rss_mib(api.pid), [rss_mib(w.pid) for w in stack.workers])
 

@@ -142,8 +142,20 @@ class Stack:
             for i in range(workers)
         ]
         self.procs = [*self.apis, *self.workers]
+        self.log_dir = log_dir
         self.urls = [f"http://127.0.0.1:{port}" for port in ports]
         self.url = self.urls[0]
+
+    def wait_workers(self, seconds: float = 300) -> None:
+        """Until every worker has logged the end of its startup (models loaded), so all of them compete for jobs
+        from the start; needs ``log_dir``."""
+        assert self.log_dir is not None, "Stack(log_dir=...) keeps the logs this reads"
+        logs = [self.log_dir / f"worker-{i}.log" for i in range(len(self.workers))]
+        deadline = time.monotonic() + seconds
+        while not all("worker ready" in p.read_text(errors="replace") for p in logs):
+            if time.monotonic() > deadline or any(p.poll() is not None for p in self.procs):
+                raise RuntimeError(f"the workers did not start (logs in {self.log_dir})")
+            time.sleep(0.1)
 
     def close(self) -> None:
         for p in self.procs:

@@ -75,23 +75,14 @@ def _logs(folder: Path) -> dict[str, str]:
     return {p.stem: p.read_text(errors="replace") for p in sorted(folder.glob("*.log")) if p.stem != "redis"}
 
 
-def _wait_started(stack: Stack, folder: Path, clients: list[httpx.Client]) -> None:
-    """Both APIs ready and both workers past their startup (the embedding model loaded), so both compete for jobs."""
-    for client in clients:
-        wait_ready(client, 120)
-    deadline = time.monotonic() + 120
-    while sum("worker ready" in _logs(folder).get(f"worker-{i}", "") for i in range(2)) < 2:
-        assert all(p.poll() is None for p in stack.procs), _logs(folder)
-        assert time.monotonic() < deadline, _logs(folder)
-        time.sleep(0.1)
-
-
 def test_two_apis_and_two_workers_finish_every_assessment_exactly_once(stack: Stack, tmp_path: Path) -> None:
     headers = {"Authorization": f"Bearer {stack.key}"}
     clients = [httpx.Client(base_url=url, timeout=30, headers=headers) for url in stack.urls]
     r = redis.Redis.from_url(stack.redis_url)
     try:
-        _wait_started(stack, tmp_path, clients)
+        for client in clients:
+            wait_ready(client, 120)
+        stack.wait_workers(120)  # both past their startup: both compete for the jobs from the first one
 
         # (API, body, key): plain bodies alternate between the APIs; each key's two sends (the same bytes: the
         # service compares the body's hash) go to both APIs side by side in the stream, so they race

@@ -22,14 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from service.core.settings import SHARED_DIR  # noqa: E402
-from service.evaluation import Stack, load_benchmark, wait_ready  # noqa: E402
-
-
-def _items(bench, n: int) -> list[dict]:
-    return [
-        {"source": {"text": p["source"], "lang": "pli", "ref": p["id"]}, "candidates": p["candidates"]}
-        for p in bench.passages[:n]
-    ]
+from service.evaluation import Stack, load_benchmark, request_item, wait_ready  # noqa: E402
 
 
 async def _latency(url: str, key: str, items: list[dict], rate: float, seconds: float) -> np.ndarray:
@@ -62,7 +55,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     args = ap.parse_args()
     bench = load_benchmark(SHARED_DIR / "palibench-dev", SHARED_DIR / "corpus" / "bilara" / "root" / "pli" / "ms")
-    items = _items(bench, args.passages)
+    items = [request_item(p) for p in bench.passages[: args.passages]]
     n_cands = sum(len(i["candidates"]) for i in items)
     stack = Stack(None, args.workers)
     try:

@@ -204,7 +204,7 @@ def answers_first(n: int, deadline: float, budget: float) -> None:
     import tempfile
 
     from service.core.settings import SHARED_DIR
-    from service.evaluation import Stack, load_benchmark, wait_ready
+    from service.evaluation import Stack, load_benchmark, request_item, wait_ready
     from tests.support.local_llm import local_llm
 
     bench = load_benchmark(SHARED_DIR / "palibench-dev", SHARED_DIR / "corpus" / "bilara", limit=n)
@@ -225,18 +225,7 @@ def answers_first(n: int, deadline: float, budget: float) -> None:
                 wait_ready(api)
                 posted: dict[str, float] = {}
                 for p in bench.passages:
-                    body = {
-                        "source": {"text": p["source"], "lang": "pli", "ref": p["id"]},
-                        "candidates": p["candidates"],
-                        "checks": [
-                            "peer_distance",
-                            "length_ratio",
-                            "hard_flags",
-                            "critical",
-                            "gemba",
-                            "backtranslation",
-                        ],
-                    }
+                    body = request_item(p, LOCAL_CHECKS)
                     r = api.post("/v1/assessments", json=body)
                     r.raise_for_status()
                     posted[r.json()["id"]] = time.monotonic()

@@ -26,7 +26,17 @@ from service.core.metrics import auc, budget_stats, spearman
 from service.core.palibench import OUTLIER_DRIFT, load_palibench
 from service.core.ranking import priority
 
-__all__ = ["OUTLIER_DRIFT", "Benchmark", "Stack", "evaluate", "free_port", "load_benchmark", "report", "wait_ready"]
+__all__ = [
+    "OUTLIER_DRIFT",
+    "Benchmark",
+    "Stack",
+    "evaluate",
+    "free_port",
+    "load_benchmark",
+    "report",
+    "request_item",
+    "wait_ready",
+]
 
 BUDGETS = (0.05, 0.10, 0.20)
 
@@ -56,6 +66,17 @@ def load_benchmark(folder: str | Path, bilara_root: str | Path, limit: int | Non
     return Benchmark(passages=passages, labels=labels)
 
 
+def request_item(passage: dict[str, Any], checks: list[str] | None = None) -> dict[str, Any]:
+    """A benchmark passage as the body of ``POST /v1/assessments`` (or one line of a batch)."""
+    item: dict[str, Any] = {
+        "source": {"text": passage["source"], "lang": "pli", "ref": passage["id"]},
+        "candidates": passage["candidates"],
+    }
+    if checks:
+        item["checks"] = checks
+    return item
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -63,19 +84,22 @@ def free_port() -> int:
 
 
 class Stack:
-    """An API server and workers in subprocesses; with ``redis_url=None`` also a private ``redis-server`` on a free
-    port, so measurements start from an empty embedding cache and touch nobody's data."""
+    """API servers and workers in subprocesses; with ``redis_url=None`` also a private ``redis-server`` on a free
+    port, so measurements start from an empty embedding cache and touch nobody's data. Several APIs share the one
+    Redis and durable store (replicas, as a deployment scales out); ``log_dir`` keeps each process's output."""
 
-    def __init__(self, redis_url: str | None, workers: int, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        redis_url: str | None,
+        workers: int,
+        env: dict[str, str] | None = None,
+        *,
+        apis: int = 1,
+        log_dir: Path | None = None,
+    ) -> None:
         from service.core.durable import open_store
         from service.core.durable.access import issue_key
-        from service.core.settings import get_settings
-
-        # a key of the stack's own tenant, in the durable store its API will read (the one these settings name)
-        self.key, _ = issue_key(
-            open_store(get_settings().durable), "evaluation", "trisk evaluate / bench stack", ["submit", "read"]
-        )
-        self.procs: list[subprocess.Popen[bytes]] = []
+        from service.core.settings import Settings
         from service.local_redis import RedisServer
 
         self.redis: RedisServer | None = None
@@ -85,7 +109,8 @@ class Stack:
             self.redis.start()
             redis_url = self.redis.url
         self.redis_url = redis_url
-        self.port = free_port()
+        ports = [free_port() for _ in range(apis)]
+        self.port = ports[0]
         # a private stack measures throughput: rate limits off unless the caller sets them
         full_env = {
             **os.environ,
@@ -95,31 +120,52 @@ class Stack:
             "TRISK_RATE_PER_TENANT": "0",
             **(env or {}),
         }
-        log = subprocess.DEVNULL
-        self.procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port)],
-                env=full_env,
-                stdout=log,
-                stderr=log,
-            )
+        self.env = full_env
+        # a key of the stack's own tenant, in the durable store its APIs will read (the one these settings name)
+        self.key, _ = issue_key(
+            open_store(Settings.from_env(full_env).durable),
+            "evaluation",
+            "trisk evaluate / bench stack",
+            ["submit", "read"],
         )
-        for _ in range(workers):
-            self.procs.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "arq", "workers.settings.WorkerSettings"],
-                    env=full_env,
-                    stdout=log,
-                    stderr=log,
-                )
-            )
-        self.url = f"http://127.0.0.1:{self.port}"
+
+        def spawn(cmd: list[str], name: str) -> subprocess.Popen[bytes]:
+            out: Any = subprocess.DEVNULL if log_dir is None else (log_dir / f"{name}.log").open("wb")
+            return subprocess.Popen(cmd, env=full_env, stdout=out, stderr=subprocess.STDOUT)
+
+        self.apis = [
+            spawn([sys.executable, "-m", "service.cli", "serve", "--port", str(port)], f"api-{i}")
+            for i, port in enumerate(ports)
+        ]
+        self.workers = [
+            spawn([sys.executable, "-m", "arq", "workers.settings.WorkerSettings"], f"worker-{i}")
+            for i in range(workers)
+        ]
+        self.procs = [*self.apis, *self.workers]
+        self.log_dir = log_dir
+        self.urls = [f"http://127.0.0.1:{port}" for port in ports]
+        self.url = self.urls[0]
+
+    def wait_workers(self, seconds: float = 300) -> None:
+        """Until every worker has logged the end of its startup (models loaded), so all of them compete for jobs
+        from the start; needs ``log_dir``."""
+        assert self.log_dir is not None, "Stack(log_dir=...) keeps the logs this reads"
+        logs = [self.log_dir / f"worker-{i}.log" for i in range(len(self.workers))]
+        deadline = time.monotonic() + seconds
+        while not all("worker ready" in p.read_text(errors="replace") for p in logs):
+            if time.monotonic() > deadline or any(p.poll() is not None for p in self.procs):
+                raise RuntimeError(f"the workers did not start (logs in {self.log_dir})")
+            time.sleep(0.1)
 
     def close(self) -> None:
         for p in self.procs:
             p.terminate()
         for p in self.procs:
-            p.wait(30)
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(10)
         if self.redis is not None:
             self.redis.stop()
             shutil.rmtree(self.redis.data_dir, ignore_errors=True)
@@ -144,15 +190,7 @@ def evaluate(bench: Benchmark, url: str, checks: list[str] | None, key: str, pol
     """Submit every passage as one batch (NDJSON), wait for the workers, return the results."""
     import httpx
 
-    lines = []
-    for p in bench.passages:
-        item: dict[str, Any] = {
-            "source": {"text": p["source"], "lang": "pli", "ref": p["id"]},
-            "candidates": p["candidates"],
-        }
-        if checks:
-            item["checks"] = checks
-        lines.append(json.dumps(item, ensure_ascii=False))
+    lines = [json.dumps(request_item(p, checks), ensure_ascii=False) for p in bench.passages]
     with httpx.Client(base_url=url, timeout=120, headers={"Authorization": f"Bearer {key}"}) as client:
         wait_ready(client)
         # batches of 100 passages stay well under the request body limit

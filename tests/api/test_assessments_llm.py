@@ -338,33 +338,22 @@ def test_a_worker_shutdown_during_the_llm_tier_leaves_the_job_to_run_again(
     llm_settings: Settings,
     openai_server: FakeOpenAIServer,  # noqa: F811
 ) -> None:
-    from arq import create_pool
-    from arq.connections import RedisSettings
-
-    from workers.jobs import assess_cheap, assess_llm, shutdown, startup
+    from workers.jobs import assess_cheap, assess_llm
 
     settings = _variant(llm_settings, "shutdown", [{"id": "slow", "model": "slow-3", "family": "anthropic"}])
     with _api(settings, sn12_index) as api:
         aid = api.post("/v1/assessments", json=_body(["peer_distance", "hard_flags", "gemba"])).json()["id"]
 
-        async def cheap_then_cancelled_llm() -> None:
-            ctx: dict[str, Any] = {"settings": settings, "nice": False, "job_try": 1}
-            await startup(ctx)
-            ctx["redis"] = await create_pool(
-                RedisSettings.from_dsn(settings.redis.url), default_queue_name=settings.redis.queue_name
-            )
-            try:
-                assert await assess_cheap(ctx, api.tenant, aid) == "cheap done; llm queued"
-                task = asyncio.create_task(assess_llm(ctx, api.tenant, aid))
-                await asyncio.sleep(1.0)  # the judge is answering (3 s): the worker is told to stop
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            finally:
-                await ctx["redis"].aclose()
-                await shutdown(ctx)
+        async def cancelled_llm(ctx: dict[str, Any]) -> None:
+            task = asyncio.create_task(assess_llm(ctx, api.tenant, aid))
+            await asyncio.sleep(1.0)  # the judge is answering (3 s): the worker is told to stop
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
-        asyncio.run(cheap_then_cancelled_llm())
+        with _worker_ctx(settings) as run:
+            assert run(lambda ctx: assess_cheap(ctx, api.tenant, aid)) == "cheap done; llm queued"
+            run(cancelled_llm)
         interrupted = api.get(f"/v1/assessments/{aid}").json()
         # nothing was thrown away: the cheap result stands and the LLM tier is still to come
         assert interrupted["status"] == "partial" and interrupted["llm_tier"]["status"] == "pending"
@@ -403,28 +392,15 @@ def test_an_llm_tier_that_fails_outright_ends_with_the_cheap_result_and_the_reas
 def test_an_llm_job_delivered_beyond_its_last_try_ends_with_the_cheap_result(
     sn12_index: NoveltyIndex, llm_settings: Settings
 ) -> None:
-    from arq import create_pool
-    from arq.connections import RedisSettings
-
-    from workers.jobs import MAX_TRIES, assess_cheap, assess_llm, shutdown, startup
+    from workers.jobs import MAX_TRIES, assess_cheap, assess_llm
 
     settings = _variant(llm_settings, "lost", [{"id": "a", "model": "score-80", "family": "anthropic"}])
     with _api(settings, sn12_index) as api:
         aid = api.post("/v1/assessments", json=_body(["peer_distance", "hard_flags", "gemba"])).json()["id"]
-
-        async def cheap_then_lost_llm() -> str:
-            ctx: dict[str, Any] = {"settings": settings, "nice": False, "job_try": 1}
-            await startup(ctx)
-            ctx["redis"] = await create_pool(RedisSettings.from_dsn(settings.redis.url))
-            try:
-                await assess_cheap(ctx, api.tenant, aid)
-                ctx["job_try"] = MAX_TRIES + 1  # every try so far lost its worker
-                return str(await assess_llm(ctx, api.tenant, aid))
-            finally:
-                await ctx["redis"].aclose()
-                await shutdown(ctx)
-
-        assert asyncio.run(cheap_then_lost_llm()) == "gave up"
+        with _worker_ctx(settings) as run:
+            assert run(lambda ctx: assess_cheap(ctx, api.tenant, aid)) == "cheap done; llm queued"
+        with _worker_ctx(settings, job_try=MAX_TRIES + 1) as run:  # every try so far lost its worker
+            assert run(lambda ctx: assess_llm(ctx, api.tenant, aid)) == "gave up"
         done = api.get(f"/v1/assessments/{aid}").json()
     assert done["status"] == "done" and done["error"] is None, done
     assert done["llm_tier"]["status"] == "failed" and "gave up after" in done["llm_tier"]["reason"]

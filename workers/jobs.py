@@ -42,6 +42,7 @@ from service.core.budget import SeenScores
 from service.core.callbacks import CallbackRefused, post_callback
 from service.core.durable.access import AccessStore
 from service.core.errors import NotFound, TriskError, UpstreamError
+from service.core.llm import NO_PROVIDER
 from service.core.novelty_report import NoveltyPending, source_novelty
 from service.core.pipeline import cheap_tier, check_embedding_models, final_part, final_risks
 from service.core.ratelimit import charged_to
@@ -83,7 +84,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("trisk.workers")
-NO_PROVIDER = "no LLM provider configured"
 MAX_TRIES = 3  # deliveries of an assessment job that may do work; ARQ's max_tries is one more (see the docstring)
 # the LLM job's own backstop beyond its deadline (every call is already cut to the deadline; this catches the rest),
 # and ARQ's job timeout beyond that (workers/settings.py): the job's own handling always runs before ARQ's

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from service.core.budget import Budget
-from service.core.llm import CandidateChecks, CascadePlan, Cost
+from service.core.llm import NO_PROVIDER, CandidateChecks, CascadePlan, Cost
 from service.core.novelty_report import NoveltyPending, SourceNovelty
 from service.core.records import (
     LLM_CHECKS,
@@ -190,7 +190,7 @@ def llm_tier_of(state: AssessmentState) -> LLMTierView:
     if not wanted:
         return LLMTierView(status="not_requested")
     if "llm" not in state.meta.parts:
-        return LLMTierView(status="skipped", reason="no LLM provider configured")
+        return LLMTierView(status="skipped", reason=NO_PROVIDER)
     llm = state.llm
     if llm is None:
         if state.final is not None or state.failed is not None:  # finished before the tier (an older record)

@@ -23,6 +23,7 @@ import msgspec
 
 from service.core.errors import InputError
 from service.core.llm._backtranslation import BacktranslationResult, backtranslate, backtranslation_signal
+from service.core.llm._client import NO_PROVIDER
 from service.core.llm._gemba import GembaResult, gemba_signal, score_candidate
 from service.core.llm._guard import CallGuard, gather_all
 from service.core.llm._judging import AttemptOptions, Cost
@@ -45,7 +46,6 @@ __all__ = [
     "run_cascade",
 ]
 
-NO_PROVIDER = "no LLM provider configured"
 
 CheckName = Literal["gemba", "backtranslation"]
 

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from service.core.settings import LLMSettings
 
 __all__ = [
+    "NO_PROVIDER",
     "ChatMessage",
     "ChatResult",
     "Endpoint",
@@ -59,6 +60,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger("trisk.llm")
+# what every LLM check reads when TRISK_LLM_BASE_URL is unset
+NO_PROVIDER = "no LLM provider configured"
 
 
 class ChatMessage(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -322,7 +325,7 @@ class LLMClient:
         ``time.monotonic()`` instant the call must not outlast; ``admit`` is asked once a connection slot is free
         and may refuse the call with a reason (a judge benched while it waited): UpstreamTimeout, nothing sent."""
         if not endpoint.base_url:
-            raise UpstreamUnavailable("no LLM provider configured")
+            raise UpstreamUnavailable(NO_PROVIDER)
         provider = self._provider(endpoint.base_url)
         cache_key = None
         if self.cache is not None and use_cache:

@@ -480,6 +480,17 @@ def _cascade_items(state: AssessmentState) -> list[Any]:
     ]
 
 
+def _cascade_asked(state: AssessmentState) -> dict[str, Any]:
+    """What the request asked of the cascade: its budget and call cap (None: the settings'), and which checks."""
+    req = state.meta.request
+    return {
+        "budget_fraction": req.review_budget,
+        "max_calls": req.max_llm_calls,
+        "gemba": "gemba" in state.meta.checks,
+        "backtranslation": "backtranslation" in state.meta.checks,
+    }
+
+
 async def _llm_guard(ctx: dict[str, Any], state: AssessmentState) -> Any:
     """The LLM deadline of this assessment, counted from the first try's start (stored once): a retry or a
     redelivery after a lost worker gets what is left of it, not a fresh deadline."""
@@ -499,7 +510,6 @@ async def _run_llm_tier(ctx: dict[str, Any], state: AssessmentState, guard: Any)
     from service.core.llm import run_cascade
 
     settings: Settings = ctx["settings"]
-    req = state.meta.request
     deadline = settings.llm.deadline_seconds
     if deadline > 0 and guard.remaining() <= 0:
         return _stopped_part(ctx, state, "timed_out", f"the LLM deadline of {deadline:g} s passed across tries", guard)
@@ -510,11 +520,8 @@ async def _run_llm_tier(ctx: dict[str, Any], state: AssessmentState, guard: Any)
                 _cascade_items(state),
                 ctx["llm_panel"],
                 settings.llm,
-                budget_fraction=req.review_budget,
-                max_calls=req.max_llm_calls,
-                gemba="gemba" in state.meta.checks,
-                backtranslation="backtranslation" in state.meta.checks,
                 guard=guard,
+                **_cascade_asked(state),
             )
     except TimeoutError:
         return _stopped_part(ctx, state, "timed_out", f"the LLM tier ran past its deadline of {deadline:g} s", guard)
@@ -565,20 +572,13 @@ def _stopped_part(
 ) -> LLMPart:
     """The LLM part of a tier that stopped: no judge results, the reason on every LLM signal, what was planned and
     what the judges had cost so far."""
-    from service.core.llm import Cost, plan_cascade
+    from service.core.llm import Cost, planned_with
 
     req = state.meta.request
     settings: Settings = ctx["settings"]
     wanted = [c for c in state.meta.checks if c in LLM_CHECKS]
     skipped = SignalSkipped(reason=f"LLM tier {status.replace('_', ' ')}: {reason}")
-    plan = plan_cascade(
-        _cascade_items(state),
-        ctx["llm_panel"],
-        budget_fraction=settings.llm.review_budget if req.review_budget is None else req.review_budget,
-        max_calls=settings.llm.max_calls_per_request if req.max_llm_calls is None else req.max_llm_calls,
-        gemba="gemba" in wanted,
-        backtranslation="backtranslation" in wanted,
-    )
+    plan = planned_with(_cascade_items(state), ctx["llm_panel"], settings.llm, **_cascade_asked(state))
     judges = dict(sorted(guard.costs.items())) if guard is not None else {}
     total = Cost()
     for cost in judges.values():

@@ -24,6 +24,7 @@ from service.core.llm._cascade import (
     CheckOutcome,
     PlannedCandidate,
     plan_cascade,
+    planned_with,
     run_cascade,
 )
 from service.core.llm._client import (
@@ -134,6 +135,7 @@ __all__ = [
     "parse_retry_after",
     "parse_score",
     "plan_cascade",
+    "planned_with",
     "prompt_text",
     "red_flags",
     "resolve_endpoint",

@@ -43,6 +43,7 @@ __all__ = [
     "CheckOutcome",
     "PlannedCandidate",
     "plan_cascade",
+    "planned_with",
     "run_cascade",
 ]
 
@@ -167,6 +168,31 @@ def plan_cascade(
     return CascadePlan(budget_fraction, budget, max_calls, spent, [planned[i] for i in range(n)])
 
 
+def planned_with(
+    items: Sequence[CascadeItem],
+    panel: Panel,
+    settings: LLMSettings,
+    *,
+    budget_fraction: float | None = None,
+    max_calls: int | None = None,
+    gemba: bool = True,
+    backtranslation: bool = True,
+    configured: bool = True,
+) -> CascadePlan:
+    """``plan_cascade`` with a request's budget and call cap, ``settings.review_budget`` and
+    ``settings.max_calls_per_request`` where it gives none (what ``run_cascade`` plans, and what a stopped tier
+    reports as planned)."""
+    return plan_cascade(
+        items,
+        panel,
+        budget_fraction=settings.review_budget if budget_fraction is None else budget_fraction,
+        max_calls=settings.max_calls_per_request if max_calls is None else max_calls,
+        gemba=gemba,
+        backtranslation=backtranslation,
+        configured=configured,
+    )
+
+
 def _skipped_signal(outcome: CheckOutcome) -> SignalSkipped:
     return SignalSkipped(reason=outcome.reason or "not run")
 
@@ -279,11 +305,12 @@ async def run_cascade(
     """
     guard = guard or CallGuard.from_settings(settings)
     configured = settings.configured and client is not None
-    plan = plan_cascade(
+    plan = planned_with(
         items,
         panel,
-        budget_fraction=settings.review_budget if budget_fraction is None else budget_fraction,
-        max_calls=settings.max_calls_per_request if max_calls is None else max_calls,
+        settings,
+        budget_fraction=budget_fraction,
+        max_calls=max_calls,
         gemba=gemba,
         backtranslation=backtranslation,
         configured=configured,

@@ -332,7 +332,7 @@ async def assess_cheap(ctx: dict[str, Any], tenant: str, aid: str) -> str:
         return "already finished"
     if state.cheap is not None and "llm" in state.meta.parts and int(ctx.get("job_try", 1)) > MAX_TRIES:
         # the cheap part is stored and the LLM job may be healthy: hand over to it (it ends the assessment either way)
-        await lanes.enqueue_follow_on(ctx["redis"], "assess_llm", state.meta, job_id=f"{aid}:llm")
+        await _queue_llm(ctx, state.meta)
         return "gave up; llm queued"
     if await _gave_up(ctx, state):
         return "gave up"
@@ -347,7 +347,7 @@ async def assess_cheap(ctx: dict[str, Any], tenant: str, aid: str) -> str:
                 state.cheap = part
             if "llm" in state.meta.parts:
                 await publish_cheap(ctx, state)
-                await lanes.enqueue_follow_on(ctx["redis"], "assess_llm", state.meta, job_id=f"{aid}:llm")
+                await _queue_llm(ctx, state.meta)
                 return "cheap done; llm queued"
         await finalize(ctx, state)
     except asyncio.CancelledError:
@@ -362,6 +362,11 @@ async def assess_cheap(ctx: dict[str, Any], tenant: str, aid: str) -> str:
     return "done"
 
 
+async def _queue_llm(ctx: dict[str, Any], meta: Any) -> None:
+    """Queue the assessment's LLM job (one fixed job id: queueing it again while it waits or runs adds nothing)."""
+    await lanes.enqueue_follow_on(ctx["redis"], "assess_llm", meta, job_id=f"{meta.id}:llm")
+
+
 async def _cheap_timed_out(ctx: dict[str, Any], state: AssessmentState) -> None:
     """A cheap job stopped by ARQ's timeout: failed with the reason before the cheap part exists; after it, the rest
     is handed on (the LLM job, or the final write), since ARQ does not run a timed-out job again."""
@@ -371,7 +376,7 @@ async def _cheap_timed_out(ctx: dict[str, Any], state: AssessmentState) -> None:
             reason = "the cheap tier was stopped by its job timeout"
             await ctx["store"].mark_failed(meta.tenant, meta.id, reason)
         elif "llm" in meta.parts:
-            await lanes.enqueue_follow_on(ctx["redis"], "assess_llm", meta, job_id=f"{meta.id}:llm")
+            await _queue_llm(ctx, meta)
         else:
             await finalize(ctx, state)
     except Exception as exc:

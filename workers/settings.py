@@ -30,7 +30,6 @@ from workers.jobs import (
 __all__ = ["WorkerSettings", "redis_settings"]
 
 _settings = get_settings()
-CHEAP_TIMEOUT = CHEAP_JOB_TIMEOUT
 # beyond the LLM deadline and the job's own backstop: the job ends itself (a final result with the reason) first
 LLM_TIMEOUT = llm_job_timeout(_settings)
 
@@ -62,7 +61,7 @@ class WorkerSettings:
     delivery beyond their own ``MAX_TRIES`` so a worker lost on the last try still leaves a final state."""
 
     functions = [  # arq reads these class attributes
-        func(assess_cheap, name="assess_cheap", timeout=CHEAP_TIMEOUT, max_tries=MAX_TRIES + 1),
+        func(assess_cheap, name="assess_cheap", timeout=CHEAP_JOB_TIMEOUT, max_tries=MAX_TRIES + 1),
         func(assess_llm, name="assess_llm", timeout=LLM_TIMEOUT, max_tries=MAX_TRIES + 1),
         func(
             deliver_callback, name="deliver_callback", timeout=30, max_tries=max(1, _settings.jobs.callback_max_tries)
@@ -80,7 +79,7 @@ class WorkerSettings:
     health_check_key = f"{_settings.redis.queue_name}:health-check:{socket.gethostname()}"
     health_check_interval = 10
     # on SIGTERM, running jobs get this long to finish before they are cancelled (and run again elsewhere)
-    job_completion_wait = CHEAP_TIMEOUT
+    job_completion_wait = CHEAP_JOB_TIMEOUT
     # embeddings are CPU-bound and run in a thread; a few jobs at once keep the cores busy without thrashing
     max_jobs = 4
     on_job_start = on_job_start

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import msgspec
 from litestar import Controller, Response, get, post
@@ -15,7 +15,7 @@ from service.app.deps import JobQueue
 from service.app.resources import Resources
 from service.core.durable.personas import PersonaStore
 from service.core.errors import InputError, NotReady
-from service.core.judge_jobs import JudgeJob, JudgeJobStore, JudgeStatus, run_judge_job
+from service.core.judge_jobs import JobKind, JudgeJob, JudgeJobStore, JudgeStatus, run_judge_job
 from service.core.metrics import BootstrapOptions
 from service.core.poller import (
     Comparison,
@@ -75,7 +75,7 @@ async def submit_judge_job(
     judge_store: JudgeJobStore,
     jobs: JobQueue,
     tenant: str,
-    kind: Literal["poller", "grades", "mcq"],
+    kind: JobKind,
     plan: Any,
 ) -> JudgeJob:
     """Queue a validated plan for a worker; without a provider nothing needs one: the result (every item skipped,

@@ -196,16 +196,14 @@ def llm_tier_of(state: AssessmentState) -> LLMTierView:
         if state.final is not None or state.failed is not None:  # finished before the tier (an older record)
             return LLMTierView(status="failed", reason=state.failed or "the LLM tier left no result")
         return LLMTierView(status="pending")
-    checks: dict[str, dict[str, int]] = {c: {} for c in wanted}
-    for detail in llm.details.values():
-        for outcome in detail.checks:
-            if outcome.check in checks:
-                counts = checks[outcome.check]
-                counts[outcome.status] = counts.get(outcome.status, 0) + 1
     if llm.status != "done":
         n = len(state.meta.request.candidates)
         return LLMTierView(status=llm.status, reason=llm.reason, checks={c: {llm.status: n} for c in wanted})
     ended = [o for d in llm.details.values() for o in d.checks]
+    checks: dict[str, dict[str, int]] = {c: {} for c in wanted}
+    for outcome in ended:
+        if outcome.check in checks:
+            checks[outcome.check][outcome.status] = checks[outcome.check].get(outcome.status, 0) + 1
     if not any(o.status == "ran" for o in ended):
         # nothing answered: a provider down for the whole job reads failed, a judge too slow for it timed_out
         for status in ("timed_out", "failed"):

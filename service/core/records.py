@@ -47,7 +47,7 @@ __all__ = [
 # partial: the cheap tier's result is published (risk, flags, budget rank) and the LLM tier is still to come
 Status = Literal["pending", "running", "partial", "done", "failed"]
 # how an assessment's LLM tier ended (or that it is still to come); see views.LLMTierView
-LLMTierStatus = Literal["not_requested", "skipped", "pending", "done", "timed_out", "failed"]
+LLMTierStatus = Literal["not_requested", "skipped", "pending", "done", "invalid", "timed_out", "failed"]
 # the events a caller may ask a callback for: the cheap tier's result, and the final one
 CallbackEvent = Literal["cheap", "final"]
 

@@ -254,6 +254,12 @@ class LLMSettings(SettingsGroup):
         180.0,
         "an assessment's LLM tier (or a Poller/MATA job) stops after this long; unfinished checks read timed_out",
     )
+    # a judge whose answer does not parse is asked again, one temperature step up, at most this often in all
+    parse_attempts: int = setting(
+        "TRISK_LLM_PARSE_ATTEMPTS",
+        3,
+        "answers asked of a GEMBA or backtranslation judge per call until one parses (then it reads invalid)",
+    )
     gemba_max_tokens: int = setting(
         "TRISK_LLM_GEMBA_MAX_TOKENS", 16, "max_tokens of a GEMBA call (its answer is one number)"
     )

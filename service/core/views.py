@@ -12,7 +12,16 @@ from typing import Any
 import msgspec
 
 from service.core.budget import Budget
-from service.core.llm import NO_PROVIDER, CandidateChecks, CascadePlan, Cost
+from service.core.llm import (
+    NO_PROVIDER,
+    CandidateChecks,
+    CascadePlan,
+    Cost,
+    JudgeAnswer,
+    dominant_cause,
+    dominant_status,
+    judge_answers,
+)
 from service.core.novelty_report import NoveltyPending, SourceNovelty
 from service.core.records import (
     LLM_CHECKS,
@@ -88,11 +97,16 @@ class LLMView(msgspec.Struct):
 
 class LLMTierView(msgspec.Struct):
     """Where the LLM tier is. ``checks``: per LLM check, how many candidates' checks ran, were skipped (below the
-    budget, no provider, the day's spend), failed (no judge reached) or timed_out; ``reason`` when it stopped."""
+    budget, no provider, the day's spend), gave answers that did not parse (invalid), timed_out or failed (no judge
+    reached); ``judges``: per check, the judges asked by how each ended (valid, invalid, timed_out, failed, skipped);
+    ``attempts``: per check, the answers the judges gave in all. ``reason``, when the tier stopped or nothing
+    answered, names the dominant cause ("3 of 3 judges gave answers that do not parse: truncated at max_tokens")."""
 
     status: LLMTierStatus
     reason: str | None = None
     checks: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
+    judges: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
+    attempts: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 class AssessmentView(msgspec.Struct):
@@ -201,13 +215,28 @@ def llm_tier_of(state: AssessmentState) -> LLMTierView:
         return LLMTierView(status=llm.status, reason=llm.reason, checks={c: {llm.status: n} for c in wanted})
     ended = [o for d in llm.details.values() for o in d.checks]
     checks: dict[str, dict[str, int]] = {c: {} for c in wanted}
+    judges: dict[str, dict[str, int]] = {c: {} for c in wanted}
+    attempts: dict[str, int] = {c: 0 for c in wanted}
     for outcome in ended:
         if outcome.check in checks:
             checks[outcome.check][outcome.status] = checks[outcome.check].get(outcome.status, 0) + 1
-    if not any(o.status == "ran" for o in ended):
-        # nothing answered: a provider down for the whole job reads failed, a judge too slow for it timed_out
-        for status in ("timed_out", "failed"):
-            stopped = [o for o in ended if o.status == status]
-            if stopped:
-                return LLMTierView(status=status, reason=stopped[0].reason, checks=checks)
-    return LLMTierView(status="done", checks=checks)
+            for status, n in outcome.judges.items():
+                judges[outcome.check][status] = judges[outcome.check].get(status, 0) + n
+            attempts[outcome.check] += outcome.attempts
+    view = LLMTierView(status="done", checks=checks, judges=judges, attempts=attempts)
+    if any(o.status == "ran" for o in ended):
+        return view
+    # nothing answered: the tier reads as most of its judges ended (answers that did not parse, a judge too slow
+    # for the deadline, a provider down for the whole job), with the dominant cause in words
+    answers = [a for d in llm.details.values() for a in _judge_answers(d)]
+    cause = dominant_status(answers)
+    if cause == "invalid" or cause == "timed_out" or cause == "failed":
+        view.status, view.reason = cause, dominant_cause(answers)
+    return view
+
+
+def _judge_answers(checks: CandidateChecks) -> list[JudgeAnswer]:
+    answers = judge_answers(checks.gemba_result.judges) if checks.gemba_result is not None else []
+    if checks.backtranslation_result is not None:
+        answers += judge_answers([checks.backtranslation_result])
+    return answers

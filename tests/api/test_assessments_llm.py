@@ -213,7 +213,7 @@ def test_the_cheap_result_is_published_while_the_judges_work_and_the_final_one_r
             partial = _poll(api, aid, lambda a: a["status"] != "pending" and a["status"] != "running")
             # the judges are still working (one takes 4 s): the cheap tier's answer is readable already
             assert partial["status"] == "partial", partial
-            assert partial["llm_tier"] == {"status": "pending", "reason": None, "checks": {}}
+            assert partial["llm_tier"] == {"status": "pending", "reason": None, "checks": {}, "judges": {}, "attempts": {}}
             cheap = {c["id"]: c["risk"] for c in partial["candidates"]}
             assert all(r is not None and r["basis"] == "cheap" for r in cheap.values())
             assert all(c["budget"]["tier"] for c in partial["candidates"])
@@ -225,7 +225,8 @@ def test_the_cheap_result_is_published_while_the_judges_work_and_the_final_one_r
     finally:
         receiver.close()
     assert done["status"] == "done" and done["llm_tier"]["status"] == "done", done["llm_tier"]
-    assert done["llm_tier"]["checks"] == {"gemba": {"ran": 5}, "backtranslation": {"ran": 5}}
+    # the backtranslating judge answers a number, not the JSON asked for: its answers do not parse
+    assert done["llm_tier"]["checks"] == {"gemba": {"ran": 5}, "backtranslation": {"invalid": 5}}
     final = {c["id"]: c["risk"] for c in done["candidates"]}
     assert all(r["basis"] == "cheap+llm" and r["rule"].startswith("gemba-mean-risk@") for r in final.values())
     # the review queue holds each candidate once, now in the final ranking
@@ -541,3 +542,34 @@ def test_basis_is_cheap_when_no_llm_signal_scored_the_risk(
     assert done["llm_tier"]["checks"] == {"backtranslation": {"ran": 5}}
     assert all(c["signals"]["backtranslation_chrf_risk"]["status"] == "value" for c in done["candidates"])
     assert all(c["risk"]["basis"] == "cheap" for c in done["candidates"])
+
+
+def test_judges_whose_answers_do_not_parse_read_invalid_with_the_cause_not_as_timeouts(
+    sn12_index: NoveltyIndex,
+    llm_settings: Settings,
+    openai_server: FakeOpenAIServer,  # noqa: F811
+) -> None:
+    openai_server.reset()
+    judges = [
+        {"id": "cut", "model": "truncated", "family": "anthropic"},
+        {"id": "cut2", "model": "truncated", "family": "openai"},
+        {"id": "prose", "model": "junk", "family": "google"},
+    ]
+    settings = _variant(llm_settings, "unparseable", judges, parse_attempts=2, deadline_seconds=60.0)
+    with _api(settings, sn12_index) as api:
+        aid = api.post("/v1/assessments", json=_body(["peer_distance", "hard_flags", "gemba"])).json()["id"]
+        assert run_worker_burst(settings).jobs_failed == 0
+        done = api.get(f"/v1/assessments/{aid}").json()
+    tier = done["llm_tier"]
+    assert tier["status"] == "invalid", tier
+    assert tier["reason"] == "15 of 15 judges gave answers that do not parse: truncated at max_tokens", tier
+    assert tier["checks"] == {"gemba": {"invalid": 5}}
+    assert tier["judges"] == {"gemba": {"invalid": 15}} and tier["attempts"] == {"gemba": 30}
+    assert len(openai_server.requests) == 30  # 5 candidates x 3 judges x 2 attempts: bounded, not by the deadline
+    for c in done["candidates"]:
+        assert c["risk"]["basis"] == "cheap"
+        check = done["llm"]["details"][c["id"]]["checks"][0]
+        assert check["status"] == "invalid" and check["reason"].startswith("3 of 3 judges gave answers"), check
+        for j in done["llm"]["details"][c["id"]]["gemba_result"]["judges"]:
+            assert j["status"] == "invalid" and j["score"] is None and j["raw"] and j["parse_error"], j
+            assert len(j["attempts"]) == 2

@@ -166,6 +166,7 @@ class BacktranslationResult(msgspec.Struct, forbid_unknown_fields=True, frozen=T
     cost: Cost
     prompt_version: str = BACKTRANSLATION_PROMPT_VERSION
     prompt_hash: str = BACKTRANSLATION_PROMPT_HASH
+    parse_error: str | None = None  # why the last answer did not parse (status invalid)
 
 
 async def backtranslate(
@@ -180,7 +181,7 @@ async def backtranslate(
 ) -> BacktranslationResult:
     """Backtranslate ``candidate`` (the judge never sees ``source``) and score it against ``source``; the answer may
     be about as long as the source (``max_tokens_for``), not unbounded."""
-    options = options or AttemptOptions(temperature=settings.temperature)
+    options = options or AttemptOptions(temperature=settings.temperature, max_attempts=settings.parse_attempts)
     outcome = await ask_until_parsed(
         client,
         resolve_endpoint(judge, settings),
@@ -199,11 +200,12 @@ async def backtranslate(
         family=judge.family,
         status=outcome.status,
         pali=pali,
-        raw=outcome.attempts[-1].raw if outcome.attempts else None,
+        raw=outcome.raw,
         error=None if outcome.status == "valid" else outcome.error,
         metrics=None if pali is None else backtranslation_metrics(source, pali),
         attempts=outcome.attempts,
         cost=outcome.cost,
+        parse_error=outcome.parse_error if outcome.status == "invalid" else None,
     )
 
 

@@ -26,12 +26,15 @@ from service.core.llm._backtranslation import BacktranslationResult, backtransla
 from service.core.llm._client import NO_PROVIDER
 from service.core.llm._gemba import GembaResult, gemba_signal, score_candidate
 from service.core.llm._guard import CallGuard, gather_all
-from service.core.llm._judging import AttemptOptions, Cost
+from service.core.llm._judging import AttemptOptions, Cost, JudgeAnswer, dominant_cause, dominant_status
 from service.core.llm._panels import JudgeSelection, Panel, select_judges
 from service.core.types import SignalResult, SignalSkipped
 
 if TYPE_CHECKING:
     from service.core.llm._client import LLMClient
+    from service.core.llm._gemba import JudgeScore
+
+    JudgeResult = JudgeScore | BacktranslationResult
     from service.core.settings import LLMSettings
 
 __all__ = [
@@ -41,7 +44,9 @@ __all__ = [
     "CascadePlan",
     "CascadeResult",
     "CheckOutcome",
+    "CheckStatus",
     "PlannedCandidate",
+    "judge_answers",
     "plan_cascade",
     "planned_with",
     "run_cascade",
@@ -61,13 +66,20 @@ class CascadeItem(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     routing_score: float = 0.0
 
 
+CheckStatus = Literal["planned", "ran", "skipped", "failed", "timed_out", "invalid"]
+
+
 class CheckOutcome(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """A check of one candidate: planned, then ran (judges answered), skipped, failed (no judge could be reached) or
-    timed_out (no usable answer before the deadline)."""
+    """A check of one candidate: planned, then ran (a judge gave a value), invalid (judges answered, nothing parsed),
+    timed_out (no answer before the deadline), failed (no judge could be reached) or skipped; when it gave nothing,
+    ``reason`` names the dominant cause ("3 of 3 judges gave answers that do not parse: truncated at max_tokens").
+    ``judges`` counts the judges asked by how each ended; ``attempts`` the answers they gave in all."""
 
     check: CheckName
-    status: Literal["planned", "ran", "skipped", "failed", "timed_out"]
+    status: CheckStatus
     reason: str | None = None
+    judges: dict[str, int] = msgspec.field(default_factory=dict)
+    attempts: int = 0
 
 
 class PlannedCandidate(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -242,18 +254,11 @@ async def _run_one(
         if outcome.check == "gemba" and isinstance(gemba_result, GembaResult):
             cost.add(gemba_result.cost)
             signals["gemba"] = gemba_signal(gemba_result)
-            statuses = [j.status for j in gemba_result.judges]
-            if gemba_result.stats.n_valid:
-                checks.append(CheckOutcome("gemba", "ran"))
-            else:
-                checks.append(_unanswered("gemba", statuses, signals["gemba"]))
+            checks.append(_ended("gemba", gemba_result.judges, signals["gemba"]))
         elif outcome.check == "backtranslation" and isinstance(bt_result, BacktranslationResult):
             cost.add(bt_result.cost)
             signals["backtranslation"] = backtranslation_signal(bt_result)
-            if bt_result.status in ("valid", "invalid"):
-                checks.append(CheckOutcome("backtranslation", "ran"))
-            else:
-                checks.append(_unanswered("backtranslation", [bt_result.status], signals["backtranslation"]))
+            checks.append(_ended("backtranslation", [bt_result], signals["backtranslation"]))
     return CandidateChecks(
         id=item.id,
         rank=planned.rank,
@@ -267,17 +272,25 @@ async def _run_one(
     )
 
 
-def _unanswered(check: CheckName, statuses: Sequence[str], signal: SignalResult) -> CheckOutcome:
-    """A check that produced no value: timed out if any judge did, failed if all failed, skipped if none was asked
-    (the day's LLM budget), otherwise it ran and its answers did not parse."""
-    reason = signal.reason if isinstance(signal, SignalSkipped) else None
-    if "timed_out" in statuses:
-        return CheckOutcome(check, "timed_out", reason)
-    if statuses and all(s == "failed" for s in statuses):
-        return CheckOutcome(check, "failed", reason)
-    if statuses and all(s == "skipped" for s in statuses):
-        return CheckOutcome(check, "skipped", reason)
-    return CheckOutcome(check, "ran", reason)
+def judge_answers(judges: Sequence[JudgeResult]) -> list[JudgeAnswer]:
+    """How each judge's call ended (status, parse error, error), for ``dominant_cause``."""
+    return [JudgeAnswer(j.status, j.parse_error, j.error) for j in judges]
+
+
+def _ended(check: CheckName, judges: Sequence[JudgeResult], signal: SignalResult) -> CheckOutcome:
+    """A check that ran: ``ran`` when a judge gave a value, else how most of its judges ended (invalid, timed_out,
+    failed or skipped: the day's LLM budget), with the dominant cause as its reason."""
+    answers = judge_answers(judges)
+    counts: dict[str, int] = {}
+    for a in answers:
+        counts[a.status] = counts.get(a.status, 0) + 1
+    attempts = sum(len(j.attempts) for j in judges)
+    status = None if counts.get("valid") else dominant_status(answers)
+    if status is None or status == "valid":
+        return CheckOutcome(check, "ran", None, counts, attempts)
+    if status == "skipped" and isinstance(signal, SignalSkipped):
+        return CheckOutcome(check, "skipped", signal.reason, counts, attempts)
+    return CheckOutcome(check, status, dominant_cause(answers), counts, attempts)
 
 
 async def _none() -> None:
@@ -315,7 +328,7 @@ async def run_cascade(
         backtranslation=backtranslation,
         configured=configured,
     )
-    options = options or AttemptOptions(temperature=settings.temperature)
+    options = options or AttemptOptions(temperature=settings.temperature, max_attempts=settings.parse_attempts)
     if client is not None and configured:
         results = await gather_all(
             *(

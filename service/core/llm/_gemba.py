@@ -146,6 +146,7 @@ class JudgeScore(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     error: str | None
     attempts: list[Attempt]
     cost: Cost
+    parse_error: str | None = None  # why the last answer did not parse (status invalid): "truncated", ...
 
 
 class PanelStats(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -241,10 +242,11 @@ async def _judge_one(
         status=outcome.status,
         score=score,
         risk=None if score is None else 100.0 - score,
-        raw=outcome.attempts[-1].raw if outcome.attempts else None,
+        raw=outcome.raw,
         error=None if outcome.status == "valid" else outcome.error,
         attempts=outcome.attempts,
         cost=outcome.cost,
+        parse_error=outcome.parse_error if outcome.status == "invalid" else None,
     )
 
 
@@ -259,7 +261,7 @@ async def score_candidate(
     guard: CallGuard | None = None,
 ) -> GembaResult:
     """Ask every selected judge concurrently; failures, timeouts and invalid answers are recorded, never scored."""
-    options = options or AttemptOptions(temperature=settings.temperature)
+    options = options or AttemptOptions(temperature=settings.temperature, max_attempts=settings.parse_attempts)
     messages = build_gemba_messages(source, candidate)
     judges = list(
         await asyncio.gather(*(_judge_one(client, j, settings, messages, options, guard) for j in selection.judges))

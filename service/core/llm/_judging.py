@@ -1,4 +1,9 @@
-"""The ask-parse-retry loop shared by GEMBA and backtranslation: one temperature step per unparseable answer."""
+"""The ask-parse-retry loop shared by every judge: one temperature step per unparseable answer, bounded by attempts.
+
+A judge that answered but whose answers did not parse reads ``invalid`` with the last parse error and its raw answer,
+also when the deadline then cut off a further attempt: it did answer, so it is not reported as a timeout. Only a
+judge that never gave an answer reads ``timed_out`` (or ``failed``). ``dominant_cause`` words what most judges that
+gave nothing had in common, for a check's or a tier's reason."""
 
 from __future__ import annotations
 
@@ -19,7 +24,18 @@ from service.core.telemetry import JUDGE_PARSE_FAILURES
 if TYPE_CHECKING:
     from service.core.llm._guard import CallGuard
 
-__all__ = ["Attempt", "AttemptOptions", "Cost", "JudgeStatus", "Outcome", "ask_until_parsed"]
+__all__ = [
+    "PARSE_ERROR_WORDS",
+    "Attempt",
+    "AttemptOptions",
+    "Cost",
+    "JudgeAnswer",
+    "JudgeStatus",
+    "Outcome",
+    "ask_until_parsed",
+    "dominant_cause",
+    "dominant_status",
+]
 
 T = TypeVar("T")
 # skipped: the call was not made (the tenant's LLM budget for the day is used up); never a failure of the judge.
@@ -82,14 +98,84 @@ class Cost(msgspec.Struct, forbid_unknown_fields=True):
 class Outcome(Generic[T]):
     """What the loop ended with; ``value`` is set only when ``status == "valid"``."""
 
-    __slots__ = ("attempts", "cost", "error", "status", "value")
+    __slots__ = ("attempts", "cost", "error", "parse_error", "status", "value")
 
     def __init__(self) -> None:
         self.value: T | None = None
         self.status: JudgeStatus = "invalid"
         self.error: str | None = None
+        self.parse_error: str | None = None  # the last answer's parse error (status invalid)
         self.attempts: list[Attempt] = []
         self.cost = Cost()
+
+    @property
+    def raw(self) -> str | None:
+        """The last answer as the judge wrote it (kept for an invalid one: the user sees what did not parse)."""
+        return self.attempts[-1].raw if self.attempts else None
+
+
+# what a parse error code means, for reasons a user reads ("3 of 3 judges gave answers that do not parse: ...")
+PARSE_ERROR_WORDS: dict[str, str] = {
+    "truncated": "truncated at max_tokens",
+    "empty": "empty answers",
+    "not_a_number": "not a number",
+    "wrong_scale": "a score on a 0-1 scale",
+    "out_of_range": "a score out of range",
+    "no_scores": "no dimension scored",
+    "no_grade": "no GRADE line",
+    "unknown_grade": "an unknown grade letter",
+    "partial_not_enabled": "a partial grade without partial credit",
+    "both_yes_and_no": "both yes and no",
+    "neither_yes_nor_no": "neither yes nor no",
+    "no_answer": "no ANSWER line",
+    "not_an_option": "a letter that is not an option",
+    "multiple_choices": "several letters",
+    "no_json_object": "no JSON object",
+    "missing_pali": "no \"pali\" field",
+    "empty_pali": "an empty \"pali\" field",
+}
+
+
+class JudgeAnswer(msgspec.Struct, frozen=True):
+    """How one judge's call ended, as ``dominant_cause`` counts it."""
+
+    status: JudgeStatus
+    parse_error: str | None = None
+    error: str | None = None
+
+
+_CAUSE_ORDER: tuple[JudgeStatus, ...] = ("invalid", "timed_out", "failed", "skipped")
+_CAUSE_WORDS: dict[str, str] = {
+    "invalid": "gave answers that do not parse",
+    "timed_out": "gave no answer in time",
+    "failed": "could not be reached",
+    "skipped": "were not asked",
+}
+
+
+def dominant_status(answers: Sequence[JudgeAnswer]) -> JudgeStatus | None:
+    """The most common way the judges that gave nothing ended; None when every one gave a value (or none was asked).
+    Ties go to the cause a user can act on first: answers that do not parse, then timeouts, failures, skips."""
+    counts = {status: sum(1 for a in answers if a.status == status) for status in _CAUSE_ORDER}
+    status = max(_CAUSE_ORDER, key=lambda s: (counts[s], -_CAUSE_ORDER.index(s)))
+    return status if counts[status] else None
+
+
+def dominant_cause(answers: Sequence[JudgeAnswer]) -> str | None:
+    """``dominant_status`` in words, with its commonest detail: "3 of 3 judges gave answers that do not parse:
+    truncated at max_tokens", "2 of 3 judges gave no answer in time: ..."; None when there is nothing to explain."""
+    status = dominant_status(answers)
+    if status is None:
+        return None
+    mine = [a for a in answers if a.status == status]
+    noun = "judge" if len(answers) == 1 else "judges"
+    head = f"{len(mine)} of {len(answers)} {noun} {_CAUSE_WORDS[status]}"
+    if status == "invalid":
+        errors = [a.parse_error or "unparseable" for a in mine]
+        top = max(dict.fromkeys(errors), key=errors.count)
+        return f"{head}: {PARSE_ERROR_WORDS.get(top, top)}"
+    details = [a.error for a in mine if a.error]
+    return f"{head}: {max(dict.fromkeys(details), key=details.count)}" if details else head
 
 
 async def ask_until_parsed(
@@ -132,7 +218,7 @@ async def _ask(
 ) -> None:
     for attempt in range(max(1, options.max_attempts)):
         if guard is not None and (refusal := guard.refusal(judge)) is not None:
-            outcome.status, outcome.error = "timed_out", refusal
+            _cut_off(outcome, "timed_out", refusal)
             return
         temperature = options.temperature_for(attempt)
         started = time.perf_counter()
@@ -149,12 +235,11 @@ async def _ask(
                     admit=None if guard is None else functools.partial(guard.refusal, judge),
                 )
         except SpendExhausted as exc:
-            outcome.status = "skipped"
-            outcome.error = exc.reason
+            _cut_off(outcome, "skipped", exc.reason)
             return
         except UpstreamTimeout as exc:
             if exc.extra.get("refused"):  # benched while it waited for a connection slot: nothing was sent
-                outcome.status, outcome.error = "timed_out", exc.detail
+                _cut_off(outcome, "timed_out", exc.detail)
                 return
             _timed_out(outcome, exc, started, guard, judge)
             return
@@ -165,8 +250,7 @@ async def _ask(
             outcome.cost.seconds = round(outcome.cost.seconds + time.perf_counter() - started, 3)
             attempts = exc.extra.get("attempts")
             outcome.cost.calls += attempts if isinstance(attempts, int) else 0  # 0: failed before any request
-            outcome.status = "failed"
-            outcome.error = f"{type(exc).__name__}: {exc.detail}"
+            _cut_off(outcome, "failed", f"{type(exc).__name__}: {exc.detail}")
             return
         outcome.cost.add_result(result)
         outcome.cost.seconds = round(outcome.cost.seconds + time.perf_counter() - started, 3)
@@ -179,8 +263,19 @@ async def _ask(
             outcome.status = "valid"
             return
         JUDGE_PARSE_FAILURES.labels(prompt_version, error).inc()
+        outcome.parse_error = error
         outcome.error = f"unparseable answer: {error}"
     outcome.status = "invalid"
+
+
+def _cut_off(outcome: Outcome[T], status: JudgeStatus, error: str) -> None:
+    """The loop ends without a value: ``status`` with ``error``, unless the judge had already answered something that
+    did not parse; then it stays invalid (it did answer) and the error says both."""
+    if outcome.parse_error is not None:
+        outcome.status = "invalid"
+        outcome.error = f"unparseable answer: {outcome.parse_error}; then {error}"
+        return
+    outcome.status, outcome.error = status, error
 
 
 def _timed_out(outcome: Outcome[T], exc: Exception, started: float, guard: CallGuard | None, judge: str) -> None:
@@ -192,7 +287,7 @@ def _timed_out(outcome: Outcome[T], exc: Exception, started: float, guard: CallG
     outcome.cost.calls += attempts if isinstance(attempts, int) else 1
     detail = exc.detail if isinstance(exc, UpstreamTimeout) else "no answer before the LLM deadline"
     if guard is None:
-        outcome.status, outcome.error = "failed", f"UpstreamTimeout: {detail}"
+        _cut_off(outcome, "failed", f"UpstreamTimeout: {detail}")
         return
     guard.timed_out(judge)
-    outcome.status, outcome.error = "timed_out", f"timed out: {detail}"
+    _cut_off(outcome, "timed_out", f"timed out: {detail}")

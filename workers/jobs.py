@@ -346,6 +346,11 @@ async def assess_cheap(ctx: dict[str, Any], tenant: str, aid: str) -> str:
                     part = (await store.get(tenant, aid)).cheap or part  # another delivery wrote it first
                 state.cheap = part
             if "llm" in state.meta.parts:
+                if ctx.get("llm") is None:
+                    # this worker holds no provider (the one place that decides): the tier reads skipped, and the
+                    # cheap result is the final one
+                    await _stop_llm_tier(ctx, state, "skipped", NO_PROVIDER)
+                    return "done; llm skipped"
                 await publish_cheap(ctx, state)
                 await _queue_llm(ctx, state.meta)
                 return "cheap done; llm queued"
@@ -445,6 +450,10 @@ async def assess_llm(ctx: dict[str, Any], tenant: str, aid: str) -> str:
         raise Retry(defer=2)  # the cheap part is not stored yet (should not happen: it enqueues us)
     if await _gave_up(ctx, state):
         return "gave up"
+    if ctx.get("llm") is None and state.final is None and state.llm is None:
+        # queued by a worker with a provider, taken by one without: this one cannot judge, so the tier reads skipped
+        await _stop_llm_tier(ctx, state, "skipped", NO_PROVIDER)
+        return "done; llm skipped"
     started = time.monotonic()
     guard: Any = None
     try:
@@ -572,18 +581,23 @@ def _llm_part(ctx: dict[str, Any], result: Any) -> LLMPart:
     )
 
 
+LLMStop = Literal["skipped", "timed_out", "failed"]
+
+
 def _stopped_part(
-    ctx: dict[str, Any], state: AssessmentState, status: Literal["timed_out", "failed"], reason: str, guard: Any = None
+    ctx: dict[str, Any], state: AssessmentState, status: LLMStop, reason: str, guard: Any = None
 ) -> LLMPart:
-    """The LLM part of a tier that stopped: no judge results, the reason on every LLM signal, what was planned and
-    what the judges had cost so far."""
+    """The LLM part of a tier that stopped (or never ran: skipped, no provider on this worker): no judge results, the
+    reason on every LLM signal, what was planned and what the judges had cost so far."""
     from service.core.llm import Cost, planned_with
 
     req = state.meta.request
     settings: Settings = ctx["settings"]
     wanted = [c for c in state.meta.checks if c in LLM_CHECKS]
-    skipped = SignalSkipped(reason=f"LLM tier {status.replace('_', ' ')}: {reason}")
-    plan = planned_with(_cascade_items(state), ctx["llm_panel"], settings.llm, **_cascade_asked(state))
+    skipped = SignalSkipped(reason=reason if status == "skipped" else f"LLM tier {status.replace('_', ' ')}: {reason}")
+    plan = planned_with(
+        _cascade_items(state), ctx["llm_panel"], settings.llm, configured=status != "skipped", **_cascade_asked(state)
+    )
     judges = dict(sorted(guard.costs.items())) if guard is not None else {}
     total = Cost()
     for cost in judges.values():
@@ -608,7 +622,7 @@ def _stopped_part(
 async def _stop_llm_tier(
     ctx: dict[str, Any],
     state: AssessmentState,
-    status: Literal["timed_out", "failed"],
+    status: LLMStop,
     reason: str,
     guard: Any = None,
 ) -> bool:
@@ -712,7 +726,8 @@ async def _tail(ctx: dict[str, Any], state: AssessmentState) -> None:
         ctx["redis"], meta.tenant, state, retention_seconds=ctx["settings"].redis.retention_seconds, refresh=True
     )
     await _queue_callback(ctx, state, "final")
-    if "llm" not in meta.parts:  # the final result is the cheap tier's: a caller who asked for that gets it now
+    if state.llm is None or state.llm.status == "skipped":
+        # no LLM tier ran, so no cheap result was published before: a caller who asked for it gets it now
         await _queue_callback(ctx, state, "cheap")
 
 

@@ -51,7 +51,7 @@ LLMTierStatus = Literal["not_requested", "skipped", "pending", "done", "invalid"
 # the events a caller may ask a callback for: the cheap tier's result, and the final one
 CallbackEvent = Literal["cheap", "final"]
 
-# the cheap tier runs on every assessment; the LLM tier only where a provider is configured and the cascade picks it
+# the cheap tier runs on every assessment; the LLM tier only where the worker has a provider and the cascade picks it
 CHEAP_CHECKS = ("peer_distance", "source_distance", "length_ratio", "hard_flags", "critical")
 LLM_CHECKS = ("gemba", "backtranslation")
 # the signal each LLM check writes per candidate
@@ -128,7 +128,9 @@ class AssessmentMeta(msgspec.Struct):
     request: AssessmentRequest
     checks: list[str]
     novelty: SourceNovelty
-    parts: list[str]  # the worker parts that must finish: "cheap", then "llm" if LLM checks were asked for
+    # the worker parts that must finish: "cheap", then "llm" if LLM checks were asked for (the worker decides whether
+    # it runs: without a provider it writes a skipped LLM part)
+    parts: list[str]
     index_signature: str | None = None
     idempotency_key: str | None = None
     batch_id: str | None = None
@@ -198,7 +200,8 @@ class LLMPart(msgspec.Struct):
     cost: Cost
     plan: CascadePlan
     details: dict[str, CandidateChecks]  # candidate id -> what each judge answered
-    status: Literal["done", "timed_out", "failed"] = "done"
+    # skipped: the worker that took the job has no LLM provider (reason says so); nothing was asked
+    status: Literal["done", "skipped", "timed_out", "failed"] = "done"
     reason: str | None = None
     judges: dict[str, Cost] = msgspec.field(default_factory=dict)  # judge id -> calls, tokens, timeouts, seconds
     timed_out: list[str] = msgspec.field(default_factory=list)  # judges benched for timing out

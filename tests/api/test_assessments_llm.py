@@ -51,7 +51,9 @@ PANEL = {
 def llm_settings(test_settings: Settings, tmp_path: Path, openai_server: FakeOpenAIServer) -> Settings:  # noqa: F811
     models = models_with_panel(tmp_path, PANEL)
     llm = LLMSettings(base_url=openai_server.base_url, api_key="test", panel="e2e", max_retries=0, review_budget=0.4)
-    return replace(test_settings, llm=llm, risk=replace(test_settings.risk, models_dir=str(models)))
+    # a queue of this test's own: a worker with a provider must not take judge jobs other tests left queued
+    redis = replace(test_settings.redis, queue_name=f"trisk:test:{uuid.uuid4().hex}:q")
+    return replace(test_settings, llm=llm, risk=replace(test_settings.risk, models_dir=str(models)), redis=redis)
 
 
 @pytest.fixture()
@@ -574,3 +576,34 @@ def test_judges_whose_answers_do_not_parse_read_invalid_with_the_cause_not_as_ti
         for j in done["llm"]["details"][c["id"]]["gemba_result"]["judges"]:
             assert j["status"] == "invalid" and j["score"] is None and j["raw"] and j["parse_error"], j
             assert len(j["attempts"]) == 2
+
+
+def test_the_worker_decides_whether_the_llm_tier_runs_not_the_api(
+    sn12_index: NoveltyIndex,
+    llm_settings: Settings,
+    openai_server: FakeOpenAIServer,  # noqa: F811
+) -> None:
+    openai_server.reset()
+    worker = _variant(llm_settings, "decides", [{"id": "a", "model": "score-80", "family": "anthropic"}])
+    no_provider = replace(worker, llm=replace(worker.llm, base_url=""))
+    # TRISK_LLM_BASE_URL on the worker only: the judges run
+    with _api(no_provider, sn12_index) as api:
+        aid = api.post("/v1/assessments", json=_body(["peer_distance", "hard_flags", "gemba"])).json()["id"]
+        assert run_worker_burst(worker).jobs_failed == 0
+        judged = api.get(f"/v1/assessments/{aid}").json()
+    assert judged["llm_tier"]["status"] == "done", judged["llm_tier"]
+    assert all(c["risk"]["basis"] == "cheap+llm" for c in judged["candidates"])
+    assert len(openai_server.requests_for("score-80")) == 5
+    # on the API only: the worker cannot judge, so the tier reads skipped with the reason, and nothing is asked
+    openai_server.reset()
+    with _api(worker, sn12_index) as api:
+        aid = api.post("/v1/assessments", json=_body(["peer_distance", "hard_flags", "gemba"])).json()["id"]
+        assert run_worker_burst(no_provider).jobs_failed == 0
+        skipped = api.get(f"/v1/assessments/{aid}").json()
+    assert skipped["status"] == "done"
+    assert skipped["llm_tier"]["status"] == "skipped" and skipped["llm_tier"]["reason"] == "no LLM provider configured"
+    assert skipped["llm_tier"]["checks"] == {"gemba": {"skipped": 5}}
+    for c in skipped["candidates"]:
+        assert c["signals"]["gemba_mean_risk"] == {"status": "skipped", "reason": "no LLM provider configured"}
+        assert c["risk"]["basis"] == "cheap"
+    assert openai_server.requests == []

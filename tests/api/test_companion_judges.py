@@ -51,7 +51,9 @@ SCORES_B = """| Dimension | Score | Reason |
 
 @pytest.fixture()
 def judge_settings(test_settings: Settings, fake: FakeOpenAIServer) -> Settings:  # noqa: F811
-    return replace(test_settings, llm=LLMSettings(base_url=fake.base_url, api_key="test", max_retries=0))
+    # a queue of this test's own: a worker with a provider must not take judge jobs other tests left queued
+    redis = replace(test_settings.redis, queue_name=f"trisk:test:{uuid.uuid4().hex}:q")
+    return replace(test_settings, llm=LLMSettings(base_url=fake.base_url, api_key="test", max_retries=0), redis=redis)
 
 
 @pytest.fixture()
@@ -284,19 +286,51 @@ def _second_result_written(settings: Settings, jid: str) -> bool:
     return asyncio.run(go())
 
 
-def test_without_a_provider_judge_work_reads_skipped_and_the_rest_works(client: Any) -> None:
-    evaluation = client.post(
-        "/v1/poller/evaluations",
-        json={"poem": _poem(), "interpretation": "An answer to an era of lies.", "persona": PERSONA},
-    )
-    assert evaluation.status_code == 202, evaluation.text
-    assert evaluation.json()["status"] == "done"  # nothing to wait for
-    (item,) = client.get(evaluation.headers["location"]).json()["result"]["items"]
-    assert item["status"] == "skipped" and "provider" in item["reason"]
-    grade = client.post("/v1/mata/grades", json={"question": "2 + 2?", "answer": "4", "response": "four"}).json()
-    assert grade["results"][0]["status"] == "skipped" and "provider" in grade["results"][0]["reason"]
-    run = client.post("/v1/mata/mcq-runs", json={"model": "m", "items": [MCQ]}).json()
-    assert run["result"]["status"] == "skipped"
+def test_without_a_provider_on_the_worker_judge_work_reads_skipped_and_the_rest_works(
+    sn12_index: NoveltyIndex, test_settings: Settings
+) -> None:
+    settings = replace(test_settings, redis=replace(test_settings.redis, queue_name=f"trisk:test:{uuid.uuid4().hex}:q"))
+    resources = Resources(settings=settings, indexes={"pli": sn12_index})
+    with TestClient(app=create_app(settings, resources=resources)) as tc:
+        client = keyed(tc, issue_test_key(settings))
+        evaluation = client.post(
+            "/v1/poller/evaluations",
+            json={"poem": _poem(), "interpretation": "An answer to an era of lies.", "persona": PERSONA},
+        )
+        assert evaluation.status_code == 202, evaluation.text
+        assert evaluation.json()["status"] == "pending"  # the worker decides, not the API
+        grade = client.post("/v1/mata/grades", json={"question": "2 + 2?", "answer": "4", "response": "four"}).json()
+        run = client.post("/v1/mata/mcq-runs", json={"model": "m", "items": [MCQ]}).json()
+        assert run_worker_burst(settings).jobs_failed == 0
+        (item,) = client.get(evaluation.headers["location"]).json()["result"]["items"]
+        assert item["status"] == "skipped" and "provider" in item["reason"]
+        (graded,) = client.get(f"/v1/mata/grades/{grade['id']}").json()["results"]
+        assert graded["status"] == "skipped" and "provider" in graded["reason"]
+        assert client.get(f"/v1/mata/mcq-runs/{run['id']}").json()["result"]["status"] == "skipped"
+        _the_rest_works(client)
+
+
+def test_judges_run_when_the_worker_has_a_provider_though_the_api_has_none(
+    sn12_index: NoveltyIndex,
+    judge_settings: Settings,
+    fake: FakeOpenAIServer,  # noqa: F811
+) -> None:
+    api_settings = replace(judge_settings, llm=LLMSettings())  # TRISK_LLM_BASE_URL set on the worker only
+    fake.script("grader", [Reply("The submission says 4.\nGRADE: C")])
+    resources = Resources(settings=api_settings, indexes={"pli": sn12_index})
+    with TestClient(app=create_app(api_settings, resources=resources)) as tc:
+        client = keyed(tc, issue_test_key(api_settings))
+        judges = [{"model": "grader", "family": "openai"}]
+        body = {"question": f"2 + 2? ({uuid.uuid4().hex[:6]})", "answer": "4", "response": "four", "judges": judges}
+        grade = client.post("/v1/mata/grades", json=body).json()
+        assert grade["status"] == "pending"
+        assert run_worker_burst(judge_settings).jobs_failed == 0
+        (graded,) = client.get(f"/v1/mata/grades/{grade['id']}").json()["results"]
+    assert graded["status"] == "graded" and graded["verdict"] == "correct", graded
+    assert len(fake.requests_for("grader")) == 1
+
+
+def _the_rest_works(client: Any) -> None:
     assert client.post("/v1/mata/mcq-answers", json={"text": "ANSWER: B"}).json()["choice"] == "B"
     agreement = client.post(
         "/v1/mata/agreement",

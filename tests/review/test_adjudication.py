@@ -68,21 +68,27 @@ def test_truncated_answer_is_invalid() -> None:
     assert parse_adjudication(MA, "length") == (None, "truncated")
 
 
-def test_no_provider_stores_a_skipped_record(api: Any) -> None:
-    r = api.post(
-        "/v1/adjudications",
-        json={
-            "source": "Evaṃ me sutaṃ.",
-            "candidate": "Thus I heard.",
-            "reference": "So I have heard.",
-            "panel": "adj",
-        },
-    )
-    assert r.status_code == 202, r.text
-    body = r.json()
-    assert body["status"] == "skipped" and body["label"] is None and "no LLM provider" in body["reason"]
-    assert api.get(f"/v1/adjudications/{body['id']}").json()["status"] == "skipped"
-    assert [a["id"] for a in api.get("/v1/adjudications").json()] == [body["id"]]  # stored, no worker needed
+def test_without_a_provider_on_the_worker_the_record_reads_skipped(
+    models_dir: Path, db_path: Path, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = make_settings(models_dir, LLMSettings(panel="adj"))  # no provider
+    with make_client(settings, tenant, monkeypatch) as api:
+        r = api.post(
+            "/v1/adjudications",
+            json={
+                "source": "Evaṃ me sutaṃ.",
+                "candidate": "Thus I heard.",
+                "reference": "So I have heard.",
+                "panel": "adj",
+            },
+        )
+        assert r.status_code == 202, r.text
+        body = r.json()
+        assert body["status"] == "pending"  # whether judges can run is the worker's to say
+        assert run_worker_burst(settings).jobs_failed == 0
+        stored = api.get(f"/v1/adjudications/{body['id']}").json()
+        assert stored["status"] == "skipped" and stored["label"] is None and "no LLM provider" in stored["reason"]
+        assert [a["id"] for a in api.get("/v1/adjudications").json()] == [body["id"]]
 
 
 def test_panel_on_fake_server(

@@ -82,7 +82,8 @@ def _meta(
     idempotency_key: str | None = None,
     batch_id: str | None = None,
 ) -> AssessmentMeta:
-    llm = any(c in LLM_CHECKS for c in checks) and settings.llm.configured
+    # the worker decides whether the LLM tier runs (it holds the provider): the API records that it was asked for
+    llm = any(c in LLM_CHECKS for c in checks)
     return AssessmentMeta(
         id=uuid.uuid4().hex,
         tenant=tenant,

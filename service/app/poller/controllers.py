@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 from litestar import Controller, Response, get, post
@@ -15,7 +15,7 @@ from service.app.deps import JobQueue
 from service.app.resources import Resources
 from service.core.durable.personas import PersonaStore
 from service.core.errors import InputError, NotReady
-from service.core.judge_jobs import JobKind, JudgeJob, JudgeJobStore, JudgeStatus, run_judge_job
+from service.core.judge_jobs import JobKind, JudgeJob, JudgeJobStore, JudgeStatus
 from service.core.metrics import BootstrapOptions
 from service.core.poller import (
     Comparison,
@@ -78,11 +78,8 @@ async def submit_judge_job(
     kind: JobKind,
     plan: Any,
 ) -> JudgeJob:
-    """Queue a validated plan for a worker; without a provider nothing needs one: the result (every item skipped,
-    with the reason) is stored at once."""
-    if not settings.llm.configured:
-        result = await run_judge_job(kind, cast(Any, None), plan, settings.llm)
-        return await judge_store.create(tenant, kind, plan, result)
+    """Queue a validated plan for a worker: the worker decides whether judges are asked (it holds the provider;
+    without one every item reads skipped with the reason)."""
     job = await judge_store.create(tenant, kind, plan)
     await jobs.enqueue("judge", tenant, kind, job.id, job_id=f"jj:{kind}:{job.id}")
     return job

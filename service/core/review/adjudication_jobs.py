@@ -1,6 +1,6 @@
 """Queued adjudications: the request waits in Redis while a worker runs the panel, then its record is stored once.
 
-The API validates the request and either stores a record at once (no provider configured, too few eligible judges:
+The API validates the request and either stores a record at once (too few eligible judges in the panel:
 status ``skipped`` with the reason) or queues it (status ``pending``). The ``adjudicate`` job runs the panel with the
 worker's shared LLM client (its response cache included) and appends the record to the durable store; a second
 delivery finds the record there and does nothing.
@@ -86,9 +86,8 @@ def new_adjudication(
 
 
 def plan_adjudication(pending: Adjudication, settings: Settings) -> Adjudication | None:
-    """The record to store at once when the panel cannot run (skipped, with the reason); None when it can."""
-    if not settings.llm.configured:
-        return msgspec.structs.replace(pending, status="skipped", reason=NO_PROVIDER_REASON)
+    """The record to store at once when the panel cannot run (skipped, with the reason); None when it can. Whether
+    a provider is there is the worker's to decide (``run_adjudication``), not the API's."""
     panel = load_panel(pending.panel or settings.llm.panel, panels_dir=Path(settings.risk.models_dir) / "panels")
     judges = select_judges(panel, pending.candidate_model).judges[:PANEL_SIZE]
     if len(judges) < PANEL_SIZE:

@@ -69,6 +69,7 @@ from service.core.views import render_assessment
 
 __all__ = [
     "MAX_TRIES",
+    "PanelUnavailable",
     "adjudicate",
     "assess_cheap",
     "assess_llm",
@@ -187,9 +188,11 @@ async def startup(ctx: dict[str, Any]) -> None:
     """Open the shared clients; anything a test already put in ``ctx`` (settings, fakes) is kept."""
     from service.core.critical import default_checker
     from service.core.durable import open_store
-    from service.core.llm import LLMClient, ResponseCache, load_panel
+    from service.core.llm import LLMClient, ResponseCache
 
     settings: Settings = ctx.setdefault("settings", get_settings())
+    if "llm_panel" not in ctx:  # first: a worker that cannot judge as configured stops before it opens anything
+        ctx["llm_panel"] = _default_panel(settings)
     if settings.jobs.worker_nice and ctx.get("nice", True):
         # the API answers in milliseconds and must not wait behind embedding batches on a shared machine
         os.nice(settings.jobs.worker_nice)
@@ -216,10 +219,28 @@ async def startup(ctx: dict[str, Any]) -> None:
         ctx["llm"] = (
             LLMClient.from_settings(settings.llm, cache=ResponseCache(client)) if settings.llm.configured else None
         )
-    ctx.setdefault("llm_panel", load_panel(settings.llm.panel, panels_dir=Path(settings.risk.models_dir) / "panels"))
     ctx.setdefault("http", httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=3.0), follow_redirects=False))
     ctx.setdefault("retry_delay", retry_delay)
     logger.info("worker ready: peer embedding %s, LLM %s", embedders.peer_signature, "on" if ctx["llm"] else "off")
+
+
+class PanelUnavailable(RuntimeError):
+    """The worker's default judge panel cannot be loaded: the worker refuses to start (never judges without it)."""
+
+
+def _default_panel(settings: Settings) -> Any:
+    """The default judge panel (``TRISK_LLM_PANEL``); one that does not load stops the worker with the reason, so a
+    broken panel shows as a worker that does not start, not as judges that silently never run."""
+    from service.core.llm import load_panel
+
+    panels = Path(settings.risk.models_dir) / "panels"
+    try:
+        return load_panel(settings.llm.panel, panels_dir=panels)
+    except TriskError as exc:
+        logger.error("worker refuses to start: judge panel %r (%s): %s", settings.llm.panel, panels, exc.detail)
+        raise PanelUnavailable(
+            f"worker refuses to start: judge panel {settings.llm.panel!r} in {panels} cannot be loaded: {exc.detail}"
+        ) from exc
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:

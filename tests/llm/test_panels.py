@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import msgspec
@@ -174,3 +175,36 @@ def test_same_family_judges_kept_when_exclusion_is_off() -> None:
     assert [j.id for j in kept.judges] == ["a", "g"] and kept.excluded == [] and kept.candidate_family == "meta"
     dropped = select_judges(panel, "meta-llama/llama-3.1-8b")
     assert [j.id for j in dropped.judges] == ["g"] and [e.judge_id for e in dropped.excluded] == ["a"]
+
+
+def test_the_shipped_local_panel_loads_with_the_local_models_real_family() -> None:
+    panel = load_panel("local")
+    (judge,) = panel.judges
+    assert judge.family == "qwen" == family_of(judge.model)
+
+
+@pytest.mark.parametrize(
+    ("model", "family"),
+    [
+        ("HuggingFaceTB/SmolLM2-135M-Instruct", "huggingface"),
+        ("smollm2-135m", "huggingface"),
+        ("microsoft/phi-4", "microsoft"),
+        ("granite-3.1-2b-instruct", "ibm"),
+    ],
+)
+def test_local_model_families(model: str, family: str) -> None:
+    assert family_of(model) == family
+
+
+def test_model_families_are_an_open_declared_list(tmp_path: Path) -> None:
+    def panel_file(name: str, **extra: object) -> None:
+        body = {"name": name, "version": "1", "judges": [{"id": "j", "model": "m", "family": extra.pop("family")}]}
+        (tmp_path / f"{name}.json").write_text(json.dumps({**body, **extra}))
+
+    panel_file("smol", family="huggingface")  # a local model's real family is known
+    assert load_panel("smol", panels_dir=tmp_path).judges[0].family == "huggingface"
+    panel_file("inhouse", family="acme", families=["acme"])  # another one, declared by the panel
+    assert load_panel("inhouse", panels_dir=tmp_path).judges[0].family == "acme"
+    panel_file("typo", family="opneai")  # declared nowhere: a typo, refused with what is known and how to declare
+    with pytest.raises(NotReady, match=r"unknown families \['opneai'\].*huggingface.*\"families\" list"):
+        load_panel("typo", panels_dir=tmp_path)

@@ -33,8 +33,29 @@ __all__ = [
     "select_judges",
 ]
 
+# the model families a judge or a producing model may belong to (self-scoring exclusion compares them); a panel may
+# declare more in its own "families" list (an in-house or local model's family), so the list is open but declared:
+# a family nobody declared is a typo, refused
 KNOWN_FAMILIES: frozenset[str] = frozenset(
-    {"anthropic", "openai", "google", "meta", "qwen", "deepseek", "moonshot", "xai", "zhipu", "mistral", "cohere"}
+    {
+        "anthropic",
+        "openai",
+        "google",
+        "meta",
+        "qwen",
+        "deepseek",
+        "moonshot",
+        "xai",
+        "zhipu",
+        "mistral",
+        "cohere",
+        # open models that run locally (llama.cpp, a laptop): SmolLM, Phi, Granite, Nemotron, OLMo
+        "huggingface",
+        "microsoft",
+        "ibm",
+        "nvidia",
+        "allenai",
+    }
 )
 
 
@@ -59,14 +80,19 @@ class Panel(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     judges: list[Judge]
     description: str = ""
     judges_per_candidate: int | None = None
+    # families beyond KNOWN_FAMILIES that this panel's judges belong to (declared here, so a typo still fails)
+    families: list[str] = msgspec.field(default_factory=list)
 
     def __post_init__(self) -> None:
         ids = [j.id for j in self.judges]
         if len(set(ids)) != len(ids):
             raise ValueError(f"panel {self.name}: duplicate judge ids")
-        unknown = sorted({j.family for j in self.judges} - KNOWN_FAMILIES)
+        unknown = sorted({j.family for j in self.judges} - KNOWN_FAMILIES - set(self.families))
         if unknown:
-            raise ValueError(f"panel {self.name}: unknown families {unknown}")
+            raise ValueError(
+                f"panel {self.name}: unknown families {unknown}; known: {sorted(KNOWN_FAMILIES)} (declare another "
+                'in the panel\'s "families" list)'
+            )
         if self.judges_per_candidate is not None and not 1 <= self.judges_per_candidate <= len(self.judges):
             raise ValueError(f"panel {self.name}: judges_per_candidate out of range")
 
@@ -112,6 +138,13 @@ _VENDORS: dict[str, str] = {
     "mistralai": "mistral",
     "mistral": "mistral",
     "cohere": "cohere",
+    "huggingfacetb": "huggingface",
+    "huggingface": "huggingface",
+    "microsoft": "microsoft",
+    "ibm-granite": "ibm",
+    "ibm": "ibm",
+    "nvidia": "nvidia",
+    "allenai": "allenai",
 }
 _NAME_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(pattern), family)
@@ -127,6 +160,11 @@ _NAME_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"(?:^|[^a-z])(?:chat)?glm", "zhipu"),
         (r"mistral|mixtral|codestral|magistral|ministral", "mistral"),
         (r"command-r|aya", "cohere"),
+        (r"smollm", "huggingface"),
+        (r"(?:^|[^a-z])phi-?[0-9]", "microsoft"),
+        (r"granite", "ibm"),
+        (r"nemotron", "nvidia"),
+        (r"olmo", "allenai"),
     )
 )
 

@@ -230,3 +230,27 @@ def test_untrusted_text_is_fenced() -> None:
     tag = user.content.split("BEGIN SUBMISSION ")[1].split("\n")[0]
     inside = user.content.split(f"BEGIN SUBMISSION {tag}\n")[1].split(f"\nEND SUBMISSION {tag}")[0]
     assert injection in inside and user.content.count(injection) == 1
+
+
+async def test_votes_count_timeouts_and_format_failures_and_no_verdict_says_why(fake: FakeOpenAIServer) -> None:
+    from service.core.llm import CallGuard
+
+    fake.script("judge-a", [Reply("Hmm, hard to say.")])  # no GRADE line: a format failure
+    fake.script("judge-b", [Reply("GRADE: C", delay=5.0)])  # too slow for the deadline
+    fake.script("judge-c", [Reply("GRADE: C")])
+    plan = plan_grades(_request(question=f"{QUESTION} {fake.base_url}"))
+    async with make_client() as client:
+        (result,) = await run_grades(client, plan, settings_for(fake), CallGuard(1.0))
+    assert isinstance(result, Graded) and result.verdict == "no_majority"
+    votes = result.votes
+    assert (votes.correct, votes.format_failures, votes.timed_out, votes.failed) == (1, 1, 1, 0)
+    assert result.reason is not None and result.reason.startswith("1 readable votes of the 2 needed; 1 of 3 judges")
+
+
+def test_an_english_grade_that_copies_the_instruction_line_is_no_grade() -> None:
+    from service.core.mata import parse_grade_en
+
+    echo = "GRADE: C if the submission is correct, or GRADE: I if it is incorrect"
+    assert parse_grade_en(echo).error == "no_grade"  # not "incorrect" from the last letter of the instruction
+    assert parse_grade_en(f"The submission matches.\n{echo}\nGRADE: C").verdict == "correct"
+    assert parse_grade_en("GRADE: I\n").verdict == "incorrect"

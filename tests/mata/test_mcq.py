@@ -140,7 +140,11 @@ async def test_format_failures_are_counted_apart_from_wrong_answers(fake: FakeOp
     report = await _run(fake, "rambler", language="te", variants=["original", "NE"])
     for s in report.variants:
         assert (s.asked, s.correct, s.wrong, s.format_failures) == (2, 0, 0, 2)
-        assert (s.accuracy, s.format_failure_rate, s.accuracy_when_answered) == (0.0, 1.0, None)
+        # nothing could be read: no accuracy (not 0%), with the reason
+        figures = (s.accuracy, s.standard_error, s.format_failure_rate, s.accuracy_when_answered)
+        assert figures == (None, None, 1.0, None)
+        assert s.reason == "no readable answer: 2 of 2 format failures (no ANSWER line)"
+    assert report.profile.ne_drop is None and report.profile.reason == "no readable answer in variant(s) original, NE"
     assert all(isinstance(a.reading, McqFormatFailure) and a.reading.error == "no_answer" for a in report.answers)
     assert "ANSWER: X" in fake.requests[0].user_text and "బహుళైచ్ఛిక" in fake.requests[0].user_text
 
@@ -164,3 +168,15 @@ async def test_a_bad_item_stops_the_run_before_any_question(fake: FakeOpenAIServ
         async with make_client() as client:
             await run_mcq(client, _endpoint(fake, "m"), McqRunRequest(model="m", items=[ITEM, bad]))
     assert fake.requests == []
+
+
+async def test_per_category_accuracy_with_standard_errors(fake: FakeOpenAIServer) -> None:
+    fake.script("always-c", [Reply("ANSWER: C")])
+    report = await _run(fake, "always-c", variants=["original", "A", "B"])
+    by = {c.category: c for c in report.categories}
+    assert set(by) == {"geography", None}
+    geo = by["geography"]  # the Godavari item: C is right in original only (1 of 3)
+    assert (geo.asked, geo.correct, geo.format_failures) == (3, 1, 0)
+    assert geo.accuracy == pytest.approx(1 / 3) and geo.standard_error == pytest.approx(((1 / 3) * (2 / 3) / 3) ** 0.5)
+    original = next(v for v in report.variants if v.variant == "original")
+    assert original.accuracy == 0.5 and original.standard_error == pytest.approx((0.25 / 2) ** 0.5)

@@ -16,6 +16,7 @@ from service.core.poller import (
     PollerEvaluationRequest,
     PollerScored,
     PollerSkipped,
+    PollerUnanswered,
     dimension_stats,
     overall_average,
     panel_scores,
@@ -150,11 +151,13 @@ async def test_invalid_judge_shows_its_failures_but_no_score(fake: FakeOpenAISer
     fake.script("judge-a", [Reply("Content: 0.8\nLanguage: 0.7")])
     result = await _run(fake, _request(judges=[JudgeSpec("judge-a", "openai")], max_attempts=1))
     (item,) = result.items
-    assert isinstance(item, PollerScored)
+    # no judge gave a usable answer: not "scored" with n = 0 everywhere, but unanswered with the cause
+    assert isinstance(item, PollerUnanswered)
+    assert item.reason == "1 of 1 judge gave answers that do not parse: no dimension scored"
     (a,) = item.judges
-    assert a.status == "invalid" and a.error == "unparseable answer: no_scores"
+    assert a.status == "invalid" and a.error == "unparseable answer: no_scores" and a.parse_error == "no_scores"
     assert [getattr(d, "error", None) for d in a.dimensions[:3]] == ["fraction_scale", "fraction_scale", "missing"]
-    assert all(s.n == 0 for s in item.dimensions) and item.overall is None
+    assert all(s.n == 0 and s.mean is None and s.reason == item.reason for s in item.dimensions)
 
 
 async def test_without_a_provider_every_item_is_skipped(fake: FakeOpenAIServer) -> None:

@@ -175,3 +175,40 @@ def test_no_role_line_and_no_persona() -> None:
     assert parse_poller_answer("Content: 85", dimensions=THREE, persona=PERSONA).role is None
     role = parse_poller_answer("Role: Bei Dao\nContent: 85", dimensions=THREE).role
     assert role is not None and role.names_author is None
+
+
+# the layout of the papers' example answers: each dimension's score on its own line, the reason in the paragraph below
+PAPER_LAYOUT = """Role: I am Bei Dao, the author of this poem.
+
+1. Content: 85
+The reader sees that the poem answers an era of lies
+and names what it refuses.
+
+2. Language: 70
+**The plain, aphoristic lines are noticed, their irony less so.**
+
+3. Imagery: 75
+
+The gilded sky and the bent reflections of the dead are read as a false heaven.
+4. Rhetorical techniques: 60
+5. Rhythm: 65 - the short lines are heard
+6. Defamiliarization: 50
+Little is said about estrangement.
+7. Thought and emotion: 85
+Right about the defiance.
+8. Modernity: 70
+Fair."""
+
+
+def test_reasons_in_the_paragraph_after_the_score_are_read() -> None:
+    parsed = parse_poller_answer(PAPER_LAYOUT, dimensions=resolve_dimensions(None), persona=PERSONA)
+    assert parsed.error is None and len(parsed.scores) == 8
+    reasons = {d.dimension: d.reason for d in parsed.dimensions if isinstance(d, DimensionScore)}
+    assert reasons["content"] == "The reader sees that the poem answers an era of lies and names what it refuses."
+    assert reasons["language"] == "The plain, aphoristic lines are noticed, their irony less so."
+    assert reasons["imagery"] == "The gilded sky and the bent reflections of the dead are read as a false heaven."
+    assert reasons["rhetorical_techniques"] is None  # the next dimension follows at once: no reason was given
+    assert reasons["rhythm"] == "the short lines are heard"  # a reason on the line itself is kept
+    assert reasons["defamiliarization"] == "Little is said about estrangement."
+    assert reasons["modernity"] == "Fair."
+    assert parsed.role is not None and parsed.role.before_scores

@@ -24,11 +24,13 @@ from service.core.llm import (
     Cost,
     ExcludedJudge,
     Judge,
+    JudgeAnswer,
     JudgeSpec,
     JudgeStatus,
     Panel,
     ask_until_parsed,
     choose_panel,
+    dominant_cause,
     family_of,
     gather_all,
     max_tokens_for,
@@ -142,8 +144,10 @@ class VoteCounts(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     correct: int = 0
     incorrect: int = 0
     partial: int = 0
-    format_failures: int = 0  # answered, but no readable grade
+    format_failures: int = 0  # answered, but no readable grade (status invalid)
     failed: int = 0  # no answer (upstream error)
+    timed_out: int = 0  # no answer before the deadline
+    skipped: int = 0  # not asked (the day's LLM budget)
 
 
 class GradeSignature(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -167,6 +171,8 @@ class Graded(msgspec.Struct, tag="graded", tag_field="status", forbid_unknown_fi
     excluded: list[ExcludedJudge]
     signature: GradeSignature
     cost: Cost
+    # why the panel gave no verdict (no_majority): too few readable votes, with their dominant cause, or a split
+    reason: str | None = None
 
 
 class GradeSkipped(msgspec.Struct, tag="skipped", tag_field="status", forbid_unknown_fields=True, frozen=True):
@@ -305,6 +311,14 @@ async def _grade_one(
     )
 
 
+def _no_verdict_reason(judges: list[JudgeGrade], quorum: int) -> str:
+    parsed = sum(1 for j in judges if j.verdict is not None)
+    if parsed >= quorum:
+        return f"the {parsed} readable votes have no strict majority"
+    unread = dominant_cause([JudgeAnswer(j.status, j.parse_error, j.error) for j in judges])
+    return f"{parsed} readable votes of the {quorum} needed" + (f"; {unread}" if unread else "")
+
+
 def _votes(judges: list[JudgeGrade]) -> VoteCounts:
     verdicts = [j.verdict for j in judges]
     return VoteCounts(
@@ -313,6 +327,8 @@ def _votes(judges: list[JudgeGrade]) -> VoteCounts:
         partial=verdicts.count("partial"),
         format_failures=sum(1 for j in judges if j.status == "invalid"),
         failed=sum(1 for j in judges if j.status == "failed"),
+        timed_out=sum(1 for j in judges if j.status == "timed_out"),
+        skipped=sum(1 for j in judges if j.status == "skipped"),
     )
 
 
@@ -342,9 +358,11 @@ async def _grade_item(
     cost = Cost()
     for j in judges:
         cost.add(j.cost)
+    verdict = panel_verdict([j.verdict for j in judges], min_parsed_votes=quorum)
     return Graded(
         item_id=item_id,
-        verdict=panel_verdict([j.verdict for j in judges], min_parsed_votes=quorum),
+        verdict=verdict,
+        reason=_no_verdict_reason(judges, quorum) if verdict == "no_majority" else None,
         votes=_votes(judges),
         min_parsed_votes=quorum,
         response_family=family,

@@ -18,6 +18,7 @@ is the measurement).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated
 
@@ -26,6 +27,7 @@ import msgspec
 from service.core.errors import InputError
 from service.core.llm import (
     NO_PROVIDER,
+    PARSE_ERROR_WORDS,
     AttemptOptions,
     CallGuard,
     Cost,
@@ -51,6 +53,7 @@ __all__ = [
     "LabelledOption",
     "McqAnswerRecord",
     "McqAnswerRequest",
+    "McqCategoryStats",
     "McqItem",
     "McqOption",
     "McqProfile",
@@ -146,7 +149,9 @@ class McqAnswerRecord(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 
 
 class McqVariantStats(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """``accuracy`` = correct / (asked - failed); ``accuracy_when_answered`` leaves format failures out too."""
+    """``accuracy`` = correct / (asked - failed), with its binomial standard error sqrt(p(1-p)/n);
+    ``accuracy_when_answered`` leaves format failures out too. Every rate is None, with ``reason``, when no answer
+    could be read (all format failures or upstream failures): a model that answered nothing is not 0% accurate."""
 
     variant: str
     asked: int
@@ -158,16 +163,33 @@ class McqVariantStats(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     format_failure_rate: float | None
     accuracy_when_answered: float | None
     choices: dict[str, int]
+    standard_error: float | None = None
+    reason: str | None = None
+
+
+class McqCategoryStats(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """One item category (``None``: items without one) over every variant asked: the same figures as a variant's."""
+
+    category: str | None
+    asked: int
+    failed: int
+    correct: int
+    format_failures: int
+    accuracy: float | None
+    standard_error: float | None
+    reason: str | None = None
 
 
 class McqProfile(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """Position bias: accuracy with the answer forced to each position, and its spread (max - min).
-    Negation sensitivity: accuracy of ``original`` minus that of NE and of NR."""
+    Negation sensitivity: accuracy of ``original`` minus that of NE and of NR. A figure that rests on a variant
+    without a readable answer is None, and ``reason`` says which variants had none."""
 
     position_accuracy: dict[str, float | None]
     position_spread: float | None
     ne_drop: float | None
     nr_drop: float | None
+    reason: str | None = None
 
 
 class McqRunReport(msgspec.Struct, tag="ran", tag_field="status", forbid_unknown_fields=True, frozen=True):
@@ -181,6 +203,7 @@ class McqRunReport(msgspec.Struct, tag="ran", tag_field="status", forbid_unknown
     profile: McqProfile
     answers: list[McqAnswerRecord]
     cost: Cost
+    categories: list[McqCategoryStats] = msgspec.field(default_factory=list)
 
 
 class McqRunSkipped(msgspec.Struct, tag="skipped", tag_field="status", forbid_unknown_fields=True, frozen=True):
@@ -338,29 +361,76 @@ async def _ask(
     return record, outcome.cost
 
 
-def _stats(variant: str, records: list[McqAnswerRecord]) -> McqVariantStats:
+class _Tally(msgspec.Struct):
+    asked: int
+    failed: int
+    correct: int
+    wrong: int
+    format_failures: int
+    accuracy: float | None
+    standard_error: float | None
+    reason: str | None
+
+
+def _tally(records: list[McqAnswerRecord]) -> _Tally:
+    """Counts, accuracy over the questions that reached the model and its standard error; None with the reason when
+    no answer could be read (then there is nothing to be accurate about)."""
     failed = sum(1 for r in records if r.reading is None)
     correct = sum(1 for r in records if isinstance(r.reading, McqAnswered) and r.reading.correct)
     wrong = sum(1 for r in records if isinstance(r.reading, McqAnswered) and not r.reading.correct)
     format_failures = sum(1 for r in records if isinstance(r.reading, McqFormatFailure))
     reached = len(records) - failed
-    answered = reached - format_failures
+    if correct + wrong == 0:
+        errors = [r.reading.error for r in records if isinstance(r.reading, McqFormatFailure)]
+        said = []
+        if errors:
+            top = max(dict.fromkeys(errors), key=errors.count)
+            said.append(f"{len(errors)} of {len(records)} format failures ({PARSE_ERROR_WORDS.get(top, top)})")
+        if failed:
+            said.append(f"{failed} of {len(records)} not answered (upstream)")
+        reason = "no readable answer: " + ("; ".join(said) or "nothing was asked")
+        return _Tally(len(records), failed, 0, 0, format_failures, None, None, reason)
+    p = correct / reached
+    return _Tally(len(records), failed, correct, wrong, format_failures, p, math.sqrt(p * (1 - p) / reached), None)
+
+
+def _stats(variant: str, records: list[McqAnswerRecord]) -> McqVariantStats:
+    t = _tally(records)
+    reached = t.asked - t.failed
+    answered = t.correct + t.wrong
     choices: dict[str, int] = {}
     for r in records:
         if isinstance(r.reading, McqAnswered):
             choices[r.reading.choice] = choices.get(r.reading.choice, 0) + 1
     return McqVariantStats(
         variant=variant,
-        asked=len(records),
-        failed=failed,
-        correct=correct,
-        wrong=wrong,
-        format_failures=format_failures,
-        accuracy=correct / reached if reached else None,
-        format_failure_rate=format_failures / reached if reached else None,
-        accuracy_when_answered=correct / answered if answered else None,
+        asked=t.asked,
+        failed=t.failed,
+        correct=t.correct,
+        wrong=t.wrong,
+        format_failures=t.format_failures,
+        accuracy=t.accuracy,
+        format_failure_rate=t.format_failures / reached if reached else None,
+        accuracy_when_answered=t.correct / answered if answered else None,
         choices=dict(sorted(choices.items())),
+        standard_error=t.standard_error,
+        reason=t.reason,
     )
+
+
+def _categories(records: list[McqAnswerRecord]) -> list[McqCategoryStats]:
+    by: dict[str | None, list[McqAnswerRecord]] = {}
+    for r in records:
+        by.setdefault(r.category, []).append(r)
+    out = []
+    for category in sorted(by, key=lambda c: (c is None, c or "")):
+        t = _tally(by[category])
+        out.append(
+            McqCategoryStats(
+                category, t.asked, t.failed, t.correct, t.format_failures, t.accuracy, t.standard_error, t.reason
+            )
+        )
+    return out
 
 
 def _drop(base: float | None, other: float | None) -> float | None:
@@ -371,11 +441,16 @@ def _profile(stats: dict[str, McqVariantStats]) -> McqProfile:
     positions = {name: s.accuracy for name, s in stats.items() if len(name) == 1}
     defined = [a for a in positions.values() if a is not None]
     original = stats["original"].accuracy if "original" in stats else None
+    unread = [name for name, s in stats.items() if s.accuracy is None]
+    # the spread is over every forced position or none: one position without answers would make it a spread of
+    # the others, reading as less position bias than there is
+    spread = max(defined) - min(defined) if defined and len(defined) == len(positions) else None
     return McqProfile(
         position_accuracy=positions,
-        position_spread=max(defined) - min(defined) if defined else None,
+        position_spread=spread,
         ne_drop=_drop(original, stats["NE"].accuracy) if "NE" in stats else None,
         nr_drop=_drop(original, stats["NR"].accuracy) if "NR" in stats else None,
+        reason=f"no readable answer in variant(s) {', '.join(unread)}" if unread else None,
     )
 
 
@@ -412,5 +487,6 @@ async def run_mcq(
         variants=list(stats.values()),
         profile=_profile(stats),
         answers=[record for record, _ in results],
+        categories=_categories([record for record, _ in results]),
         cost=cost,
     )

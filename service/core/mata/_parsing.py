@@ -9,6 +9,7 @@ English grade (markup ``*``, ``_`` and backticks dropped first; "GRADE" in any c
 | ... ``GRADE: P`` with partial credit off                 | ``partial_not_enabled``                       |
 | a last ``GRADE: <other single letter>``                  | ``unknown_grade``                             |
 | no ``GRADE: <letter>`` ("GRADE: Correct", prose only)     | ``no_grade``                                  |
+| ``GRADE: C if ...`` (the instruction line copied back)    | not a grade: skipped (``no_grade`` if alone)  |
 
 Telugu grade: the answer's whole words (``script_words``: Telugu vowel signs kept inside words):
 
@@ -76,6 +77,7 @@ class GradeParse(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 
 _MARKUP = re.compile(r"[*_`]")
 _GRADE = re.compile(r"(?<![A-Za-z0-9])grade\s*[:：]\s*[\[(]?\s*([A-Za-z])\s*[\])]?(?![A-Za-z0-9])", re.IGNORECASE)
+_ECHO = re.compile(r"\s+if\b", re.IGNORECASE)
 _LETTER_VERDICT: dict[str, Verdict] = {"C": "correct", "I": "incorrect", "P": "partial"}
 
 
@@ -93,7 +95,8 @@ def parse_grade_en(text: str | None, finish_reason: str | None = "stop", *, part
     if error is not None or text is None:
         return GradeParse(None, error)
     clean = _MARKUP.sub("", text)
-    matches = list(_GRADE.finditer(clean))
+    # "GRADE: C if the submission is correct, or GRADE: I if ..." is the instruction copied back, not a grade
+    matches = [m for m in _GRADE.finditer(clean) if not _ECHO.match(clean, m.end())]
     if not matches:
         return GradeParse(None, "no_grade")
     last = matches[-1]

@@ -27,11 +27,13 @@ from service.core.llm import (
     Cost,
     ExcludedJudge,
     Judge,
+    JudgeAnswer,
     JudgeSpec,
     JudgeStatus,
     Panel,
     ask_until_parsed,
     choose_panel,
+    dominant_cause,
     family_of,
     gather_all,
     max_tokens_for,
@@ -39,7 +41,14 @@ from service.core.llm import (
     select_judges,
 )
 from service.core.poller._dimensions import PromptLanguage, resolve_dimensions
-from service.core.poller._parsing import DeclaredRole, DimensionResult, DimensionScore, PollerParse, parse_poller_answer
+from service.core.poller._parsing import (
+    DeclaredRole,
+    DimensionFailure,
+    DimensionResult,
+    DimensionScore,
+    PollerParse,
+    parse_poller_answer,
+)
 from service.core.poller._persona import Persona, persona_version, validate_persona
 from service.core.poller._prompts import (
     DEFAULT_STRATEGY,
@@ -73,6 +82,7 @@ __all__ = [
     "PollerScored",
     "PollerSignature",
     "PollerSkipped",
+    "PollerUnanswered",
     "dimension_stats",
     "overall_average",
     "panel_scores",
@@ -156,10 +166,12 @@ class PollerJudgeResult(msgspec.Struct, forbid_unknown_fields=True, frozen=True)
     error: str | None
     attempts: list[Attempt]
     cost: Cost
+    parse_error: str | None = None  # why the last answer was unusable as a whole (status invalid): "truncated", ...
 
 
 class DimensionStats(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """One dimension across judges; every value is None when no judge gave a score (n == 0)."""
+    """One dimension across judges; every value is None when no judge gave a score (n == 0), and ``reason`` says
+    why (the judges' parse failures of it, or how the judges ended)."""
 
     dimension: str
     n: int
@@ -168,6 +180,7 @@ class DimensionStats(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     min: float | None = None
     max: float | None = None
     spread: float | None = None
+    reason: str | None = None
 
 
 class PollerScored(msgspec.Struct, tag="scored", tag_field="status", forbid_unknown_fields=True, frozen=True):
@@ -187,7 +200,21 @@ class PollerSkipped(msgspec.Struct, tag="skipped", tag_field="status", forbid_un
     excluded: list[ExcludedJudge] = []
 
 
-PollerItem = PollerScored | PollerSkipped
+class PollerUnanswered(
+    msgspec.Struct, tag="unanswered", tag_field="status", forbid_unknown_fields=True, frozen=True
+):
+    """Judges were asked and none gave a usable answer: no score, the dominant cause as ``reason`` ("1 of 1 judge
+    gave answers that do not parse: truncated at max_tokens"), and what each judge answered."""
+
+    interpretation_id: str
+    reason: str
+    judges: list[PollerJudgeResult]
+    excluded: list[ExcludedJudge]
+    dimensions: list[DimensionStats]
+    cost: Cost
+
+
+PollerItem = PollerScored | PollerSkipped | PollerUnanswered
 
 
 class PollerSignature(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -273,9 +300,9 @@ def plan_poller_evaluation(
     )
 
 
-def dimension_stats(dimension: str, scores: Sequence[float]) -> DimensionStats:
+def dimension_stats(dimension: str, scores: Sequence[float], *, reason: str | None = None) -> DimensionStats:
     if not scores:
-        return DimensionStats(dimension=dimension, n=0)
+        return DimensionStats(dimension=dimension, n=0, reason=reason or "no judge scored it")
     return DimensionStats(
         dimension=dimension,
         n=len(scores),
@@ -367,6 +394,7 @@ async def _judge_one(
         error=None if outcome.status == "valid" else outcome.error,
         attempts=outcome.attempts,
         cost=outcome.cost,
+        parse_error=outcome.parse_error if outcome.status == "invalid" else None,
     )
 
 
@@ -393,6 +421,7 @@ async def _evaluate_item(
             *(_judge_one(client, j, settings, messages, plan, family, guard) for j in selection.judges)
         )
     )
+    answers = [JudgeAnswer(j.status, j.parse_error, j.error) for j in judges]
     stats = []
     for name in plan.dimensions:
         scores = [
@@ -402,11 +431,28 @@ async def _evaluate_item(
             for d in j.dimensions
             if isinstance(d, DimensionScore) and d.dimension == name
         ]
-        stats.append(dimension_stats(name, scores))
+        stats.append(dimension_stats(name, scores, reason=_unscored(name, judges, answers)))
     cost = Cost()
     for j in judges:
         cost.add(j.cost)
+    if not any(j.status == "valid" for j in judges):
+        reason = dominant_cause(answers) or "no judge gave a usable answer"
+        return PollerUnanswered(item.id, reason, judges, selection.excluded, stats, cost)
     return PollerScored(item.id, judges, selection.excluded, stats, overall_average(stats), cost)
+
+
+def _unscored(dimension: str, judges: Sequence[PollerJudgeResult], answers: list[JudgeAnswer]) -> str:
+    """Why no judge scored a dimension: the valid judges' parse failures of it, else how the judges ended."""
+    failures = [
+        f"{j.judge_id}: {d.error}"
+        for j in judges
+        if j.status == "valid"
+        for d in j.dimensions
+        if isinstance(d, DimensionFailure) and d.dimension == dimension
+    ]
+    if failures:
+        return "no judge scored it: " + "; ".join(failures)
+    return dominant_cause(answers) or "no judge scored it"
 
 
 async def run_poller_evaluation(

@@ -25,6 +25,8 @@ signs ordinary ones ("８５", "：", "／", "％").
 
 A label line whose text does not start with a number ("Content: the reader sees ...") is a heading: the next
 "Score:" / "评分：" / "得分：" / "分数：" line gives the score and a following "Reason:" / "理由：" line the reason.
+A score line with no reason after its score ("Content: 85") takes the paragraph that follows it as its reason
+(the layout of the papers' example answers), up to a blank line or the next dimension.
 Lines that name no dimension (prose, "Overall: 84", dimensions that were not asked for) are ignored.
 
 The whole answer is unusable (``error`` set; the judge is asked again with the temperature raised one step) when
@@ -397,10 +399,22 @@ def _from_lines(text: str) -> list[_Entry]:
     entries: list[_Entry] = []
     table = _Table()
     heading: str | None = None  # a dimension named by a line without a score, waiting for its "Score:" line
+    awaiting: _Entry | None = None  # a score without a reason: the paragraph after it gives the reason
+    reason_lines: list[str] = []
+
+    def close_reason() -> None:
+        nonlocal awaiting
+        if awaiting is not None and reason_lines:
+            awaiting.reason = " ".join(reason_lines)
+            awaiting = None
+        reason_lines.clear()
+
     for number, raw_line in enumerate(text.splitlines()):
         if raw_line.count("|") >= 2:
             if _TABLE_SEPARATOR.match(raw_line):
                 continue
+            close_reason()
+            awaiting = None
             entry, table = _table_row(_cells(raw_line), table, number)
             if entry is not None:
                 entries.append(entry)
@@ -408,30 +422,45 @@ def _from_lines(text: str) -> list[_Entry]:
             continue
         parts = _labelled(raw_line)
         if parts is None:
+            if reason_lines:  # a blank line ends the reason's paragraph
+                close_reason()
             continue
         label, rest, rest_at, origin = parts
         label_key = _key(label)
         dimension, inner = _label_dimension(label)
         if dimension is not None:
+            close_reason()
             if inner is not None:
                 entry = _entry(dimension, inner, whole=True, line=number)
                 heading = None
             else:
                 entry = _entry(dimension, rest, whole=False, line=number)
                 heading = dimension if entry is None else None
+            awaiting = None
             if entry is not None:
                 entry.reason = _reason_after(raw_line, origin, rest_at, rest)
                 entries.append(entry)
+                awaiting = entry if entry.reason is None else None
             continue
         if label_key in _SCORE_KEYS and heading is not None and rest_at < len(origin):
+            close_reason()
             entry = _entry(heading, rest, whole=False, line=number)
             if entry is None:
                 entry = _Entry(heading, None, "not_a_number", rest.strip()[:80], None, number)
             entry.reason = _reason_after(raw_line, origin, rest_at, rest)
             entries.append(entry)
+            awaiting = entry if entry.reason is None else None
             heading = None
         elif label_key in _REASON_KEYS and entries and entries[-1].reason is None:
+            close_reason()
             entries[-1].reason = _original(raw_line, origin, rest_at)
+            awaiting = None
+        elif awaiting is not None and label_key not in _ROLE_KEYS:
+            # the layout of the papers' example answers: "Content: 85", then the reason as its own paragraph
+            line = raw_line.strip().strip("*` ").strip()
+            if line:
+                reason_lines.append(line)
+    close_reason()
     return entries
 
 

@@ -126,3 +126,25 @@ def test_prompt_versions_and_hashes_pinned() -> None:
 
 
 PINNED = {"en": "ebb873b86a90", "zh": "0515fd64e2b0"}
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_the_paper_protocol_says_unpublished_and_asks_for_detailed_reasons(language: str) -> None:
+    from service.core.poller import DIMENSIONS, POLLER_PROMPT_HASHES, build_poller_messages
+    from service.core.poller._prompts import prompt_hash, prompt_version
+
+    def user(protocol: str) -> str:
+        messages = build_poller_messages(
+            strategy="P4", language=language, poem=POEM, interpretation=INTERPRETATION,  # type: ignore[arg-type]
+            dimensions=list(DIMENSIONS), persona=PERSONA, protocol=protocol,  # type: ignore[arg-type]
+        )  # fmt: skip
+        return messages[1].content
+
+    paper, trisk = user("paper"), user("trisk")
+    unpublished, detailed, brief = ("unpublished", "detailed reason", "one or two sentences")
+    if language == "zh":
+        unpublished, detailed, brief = ("尚未发表", "详细", "一两句话")
+    assert unpublished in paper and detailed in paper and brief not in paper
+    assert unpublished not in trisk and brief in trisk
+    assert prompt_hash(language, "paper") != prompt_hash(language) == POLLER_PROMPT_HASHES[language]  # type: ignore[arg-type]
+    assert prompt_version(language, "paper").endswith("paper-1")  # type: ignore[arg-type]

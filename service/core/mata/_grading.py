@@ -38,7 +38,7 @@ from service.core.llm import (
     select_judges,
 )
 from service.core.mata._parsing import GradeError, GradeParse, Verdict, parse_grade
-from service.core.mata._prompts import GRADE_PROMPT_HASHES, GRADE_PROMPT_VERSIONS, MataLanguage, build_grade_messages
+from service.core.mata._prompts import MataLanguage, Protocol, build_grade_messages, grade_prompt
 from service.core.text import require_text
 
 if TYPE_CHECKING:
@@ -85,6 +85,9 @@ class GradeOptions(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_o
     temperature: Annotated[float, msgspec.Meta(ge=0.0, le=2.0)] = 0.0  # the research graded at temperature 0
     max_attempts: Annotated[int, msgspec.Meta(ge=1, le=5)] = 1
     min_parsed_votes: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    # trisk: the default prompt and strict reading; paper: Inspect's model-graded-fact prompt and grade pattern
+    # verbatim, where no GRADE line counts as incorrect (English; see _prompts)
+    protocol: Protocol = "trisk"
 
 
 class GradeItem(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -121,6 +124,7 @@ class GradePlan(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     temperature: float
     max_attempts: int
     min_parsed_votes: int | None
+    protocol: Protocol = "trisk"
 
 
 class JudgeGrade(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -138,6 +142,8 @@ class JudgeGrade(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     error: str | None
     attempts: list[Attempt]
     cost: Cost
+    # a verdict the protocol gave to an answer it could not read (paper: "no GRADE line: incorrect (Inspect's rule)")
+    counted_as: str | None = None
 
 
 class VoteCounts(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -159,6 +165,7 @@ class GradeSignature(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     max_attempts: int
     panel: str
     panel_version: str
+    protocol: Protocol = "trisk"
 
 
 class Graded(msgspec.Struct, tag="graded", tag_field="status", forbid_unknown_fields=True, frozen=True):
@@ -234,6 +241,7 @@ def plan_grades(
         temperature=request.temperature,
         max_attempts=request.max_attempts,
         min_parsed_votes=request.min_parsed_votes,
+        protocol=request.protocol,
     )
 
 
@@ -255,15 +263,17 @@ def panel_verdict(verdicts: list[Verdict | None], *, min_parsed_votes: int) -> P
 
 
 def _signature(plan: GradePlan) -> GradeSignature:
+    version, digest = grade_prompt(plan.language, plan.protocol)
     return GradeSignature(
-        prompt_version=GRADE_PROMPT_VERSIONS[plan.language],
-        prompt_hash=GRADE_PROMPT_HASHES[plan.language],
+        prompt_version=version,
+        prompt_hash=digest,
         language=plan.language,
         partial_credit=plan.partial_credit,
         temperature=plan.temperature,
         max_attempts=plan.max_attempts,
         panel=plan.panel.name,
         panel_version=plan.panel.version,
+        protocol=plan.protocol,
     )
 
 
@@ -276,15 +286,20 @@ async def _grade_one(
     response_family: str | None,
     guard: CallGuard | None,
 ) -> JudgeGrade:
+    def read(text: str | None, finish_reason: str | None) -> GradeParse:
+        return parse_grade(
+            text, finish_reason, language=plan.language, partial_credit=plan.partial_credit, protocol=plan.protocol
+        )
+
     def parse(text: str | None, finish_reason: str | None) -> tuple[GradeParse | None, str | None]:
-        result = parse_grade(text, finish_reason, language=plan.language, partial_credit=plan.partial_credit)
+        result = read(text, finish_reason)
         return (result, None) if result.error is None else (None, result.error)
 
     outcome = await ask_until_parsed(
         client,
         resolve_endpoint(judge, settings),
         messages,
-        prompt_version=GRADE_PROMPT_VERSIONS[plan.language],
+        prompt_version=grade_prompt(plan.language, plan.protocol)[0],
         parse=parse,
         options=AttemptOptions(temperature=plan.temperature, max_attempts=plan.max_attempts),
         max_tokens=max_tokens_for("text", judge, settings),
@@ -294,7 +309,7 @@ async def _grade_one(
     last = outcome.attempts[-1] if outcome.attempts else None
     parsed = outcome.value
     if parsed is None and last is not None:
-        parsed = parse_grade(last.raw, last.finish_reason, language=plan.language, partial_credit=plan.partial_credit)
+        parsed = read(last.raw, last.finish_reason)
     return JudgeGrade(
         judge_id=judge.id,
         model=judge.model,
@@ -308,6 +323,7 @@ async def _grade_one(
         error=None if outcome.status == "valid" else outcome.error,
         attempts=outcome.attempts,
         cost=outcome.cost,
+        counted_as=parsed.counted_as if parsed is not None and outcome.status == "valid" else None,
     )
 
 
@@ -347,6 +363,7 @@ async def _grade_item(
         answer=item.answer,
         response=item.response,
         partial_credit=plan.partial_credit,
+        protocol=plan.protocol,
     )
     family = selection.candidate_family or family_of(item.response_model)
     judges = list(

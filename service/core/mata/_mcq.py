@@ -38,7 +38,7 @@ from service.core.llm import (
     max_tokens_for,
 )
 from service.core.mata._parsing import McqAnswered, McqFormatFailure, McqReading, read_mcq_answer
-from service.core.mata._prompts import MCQ_PROMPT_HASHES, MCQ_PROMPT_VERSIONS, MataLanguage, build_mcq_messages
+from service.core.mata._prompts import MataLanguage, Protocol, build_mcq_messages, mcq_prompt
 from service.core.text import require_text
 
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ __all__ = [
     "MAX_OPTIONS",
     "MCQ_TEXT_MAX_CHARS",
     "NONE_OF_THE_OTHERS",
+    "PAPER_NONE_OF_THE_OTHERS",
     "LabelledOption",
     "McqAnswerRecord",
     "McqAnswerRequest",
@@ -76,8 +77,10 @@ MAX_OPTIONS = 10
 MAX_MCQ_ITEMS = 1000
 _LABELS = "ABCDEFGHIJ"
 
-# the replacement option's text per prompt language (a request may give its own)
+# the replacement option's text per prompt language (a request may give its own); the paper protocol uses the
+# research's own words, in English whatever the language
 NONE_OF_THE_OTHERS: dict[MataLanguage, str] = {"en": "None of the others", "te": "మిగతావేవీ కావు"}
+PAPER_NONE_OF_THE_OTHERS = "none of the others"
 
 
 class McqOption(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -134,6 +137,9 @@ class McqRunRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_
     variants: list[str] | None = None
     temperature: Annotated[float, msgspec.Meta(ge=0.0, le=2.0)] = 0.0
     max_tokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    # trisk: the default prompt and reading; paper: Inspect's multiple-choice template and its strict ANSWER: reading
+    # verbatim, and the research's "none of the others"
+    protocol: Protocol = "trisk"
 
 
 class McqAnswerRecord(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -204,6 +210,7 @@ class McqRunReport(msgspec.Struct, tag="ran", tag_field="status", forbid_unknown
     answers: list[McqAnswerRecord]
     cost: Cost
     categories: list[McqCategoryStats] = msgspec.field(default_factory=list)
+    protocol: Protocol = "trisk"
 
 
 class McqRunSkipped(msgspec.Struct, tag="skipped", tag_field="status", forbid_unknown_fields=True, frozen=True):
@@ -238,9 +245,9 @@ def _validate_item(item: McqItem, none_text: str, at: str) -> int:
     return correct[0]
 
 
-def _none_text(language: MataLanguage, none_text: str | None) -> str:
+def _none_text(language: MataLanguage, none_text: str | None, protocol: Protocol = "trisk") -> str:
     if none_text is None:
-        return NONE_OF_THE_OTHERS[language]
+        return PAPER_NONE_OF_THE_OTHERS if protocol == "paper" else NONE_OF_THE_OTHERS[language]
     return require_text(none_text, field="none_text", max_chars=200).strip()
 
 
@@ -261,9 +268,10 @@ def mcq_variants(
     none_text: str | None = None,
     variants: Sequence[str] | None = None,
     at: str = "item",
+    protocol: Protocol = "trisk",
 ) -> list[McqVariant]:
     """The item's variants in the order original, A, B, ..., NE, NR (or the ones asked for)."""
-    replacement = _none_text(language, none_text)
+    replacement = _none_text(language, none_text, protocol)
     c = _validate_item(item, replacement, at)
     texts = [option.text for option in item.options]
     others = texts[:c] + texts[c + 1 :]
@@ -317,7 +325,12 @@ def validate_mcq_run(request: McqRunRequest) -> list[McqVariant]:
     questions: list[McqVariant] = []
     for i, item in enumerate(request.items):
         questions += mcq_variants(
-            item, language=request.language, none_text=request.none_text, variants=request.variants, at=f"items[{i}]"
+            item,
+            language=request.language,
+            none_text=request.none_text,
+            variants=request.variants,
+            at=f"items[{i}]",
+            protocol=request.protocol,
         )
     return questions
 
@@ -331,18 +344,22 @@ async def _ask(
     guard: CallGuard | None,
 ) -> tuple[McqAnswerRecord, Cost]:
     messages = build_mcq_messages(
-        language=request.language, question=question.question, options=[(o.label, o.text) for o in question.options]
+        language=request.language,
+        question=question.question,
+        options=[(o.label, o.text) for o in question.options],
+        protocol=request.protocol,
     )
     labels = [o.label for o in question.options]
 
     def parse(text: str | None, finish_reason: str | None) -> tuple[McqReading | None, str | None]:
-        return read_mcq_answer(text, finish_reason, labels=labels, answer=question.answer), None
+        reading = read_mcq_answer(text, finish_reason, labels=labels, answer=question.answer, protocol=request.protocol)
+        return reading, None
 
     outcome: Outcome[McqReading] = await ask_until_parsed(
         client,
         endpoint,
         messages,
-        prompt_version=MCQ_PROMPT_VERSIONS[request.language],
+        prompt_version=mcq_prompt(request.language, request.protocol)[0],
         parse=parse,
         options=AttemptOptions(temperature=request.temperature, max_attempts=1),
         max_tokens=max_tokens,
@@ -477,13 +494,15 @@ async def run_mcq(
         by_variant.setdefault(record.variant, []).append(record)
     order = variant_names(MAX_OPTIONS)
     stats = {v: _stats(v, by_variant[v]) for v in sorted(by_variant, key=order.index)}
+    version, digest = mcq_prompt(request.language, request.protocol)
     return McqRunReport(
         model=endpoint.model,
         language=request.language,
-        prompt_version=MCQ_PROMPT_VERSIONS[request.language],
-        prompt_hash=MCQ_PROMPT_HASHES[request.language],
+        prompt_version=version,
+        prompt_hash=digest,
         temperature=request.temperature,
-        none_text=_none_text(request.language, request.none_text),
+        none_text=_none_text(request.language, request.none_text, request.protocol),
+        protocol=request.protocol,
         variants=list(stats.values()),
         profile=_profile(stats),
         answers=[record for record, _ in results],

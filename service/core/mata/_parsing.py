@@ -1,4 +1,4 @@
-"""Strict reading of MATA answers: a judge's grade (English or Telugu) and a model's multiple-choice answer.
+r"""Strict reading of MATA answers: a judge's grade (English or Telugu) and a model's multiple-choice answer.
 
 English grade (markup ``*``, ``_`` and backticks dropped first; "GRADE" in any case; the letter a whole token):
 
@@ -19,6 +19,12 @@ Telugu grade: the answer's whole words (``script_words``: Telugu vowel signs kep
 | లేదు or no, and no "yes" word                      | incorrect                                           |
 | both                                               | ``both_yes_and_no``                                 |
 | neither (e.g. "అవునండి", "కాదు", "సరైనది")          | ``neither_yes_nor_no``                              |
+
+Protocol ``paper``: Inspect's readings verbatim (inspect_ai 0.3.90). Grade: the first match of
+``(?i)GRADE\s*:\s*([CPI])(.*)$`` (in effect a GRADE on the answer's last line), and no match counts as
+``incorrect`` (``counted_as`` says so: it was not read). Multiple choice: the first line matching
+``(?i)^ANSWER\s*:\s*([A-Za-z ,]+)\s*(?:$|\n)`` (multiline), else the first ``(?i)ANSWER\s*:\s*([A-Za-z ,]+)``;
+the option letters in it are the choice (more than one: ``multiple_choices``, wrong as in Inspect).
 
 Either way an empty answer is ``empty`` and a cut-off one (finish_reason "length") ``truncated``: a format
 failure of its own, never a wrong answer.
@@ -50,6 +56,7 @@ __all__ = [
     "Verdict",
     "parse_grade",
     "parse_grade_en",
+    "parse_grade_inspect",
     "parse_grade_te",
     "read_mcq_answer",
 ]
@@ -68,11 +75,32 @@ McqError = Literal["empty", "truncated", "no_answer", "not_an_option", "multiple
 
 
 class GradeParse(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """A verdict (``error`` None) or a format failure; ``reasoning`` is the text before the English grade line."""
+    """A verdict (``error`` None) or a format failure; ``reasoning`` is the text before the English grade line.
+    ``counted_as``: a verdict the protocol's rule gave to an answer it could not read (paper: no GRADE = incorrect)."""
 
     verdict: Verdict | None
     error: GradeError | None
     reasoning: str | None = None
+    counted_as: str | None = None
+
+
+Protocol = Literal["trisk", "paper"]
+_INSPECT_GRADE = re.compile(r"(?i)GRADE\s*:\s*([CPI])(.*)$")
+_INSPECT_ANSWER_STRICT = re.compile(r"(?i)^ANSWER\s*:\s*([A-Za-z ,]+)\s*(?:$|\n)", re.MULTILINE)
+_INSPECT_ANSWER = re.compile(r"(?i)ANSWER\s*:\s*([A-Za-z ,]+)(?:[^\w]|\n|$)")
+
+
+def parse_grade_inspect(text: str | None, finish_reason: str | None = "stop") -> GradeParse:
+    """Inspect's model_graded_fact reading (see the module docstring); a cut-off or empty answer is still a format
+    failure of its own here, never a verdict."""
+    error = _common(text, finish_reason)
+    if error is not None or text is None:
+        return GradeParse(None, error)
+    match = _INSPECT_GRADE.search(text)
+    if match is None:
+        return GradeParse("incorrect", None, None, "no GRADE line: incorrect (Inspect's rule)")
+    reasoning = text[: match.start()].strip() or None
+    return GradeParse(_LETTER_VERDICT[match.group(1).upper()], None, reasoning)
 
 
 _MARKUP = re.compile(r"[*_`]")
@@ -128,8 +156,15 @@ def parse_grade_te(text: str | None, finish_reason: str | None = "stop") -> Grad
 
 
 def parse_grade(
-    text: str | None, finish_reason: str | None, *, language: str, partial_credit: bool = False
+    text: str | None,
+    finish_reason: str | None,
+    *,
+    language: str,
+    partial_credit: bool = False,
+    protocol: Protocol = "trisk",
 ) -> GradeParse:
+    if protocol == "paper" and language == "en":
+        return parse_grade_inspect(text, finish_reason)
     if language == "te":
         return parse_grade_te(text, finish_reason)
     return parse_grade_en(text, finish_reason, partial_credit=partial_credit)
@@ -186,12 +221,15 @@ def read_mcq_answer(
     *,
     labels: Sequence[str] = ("A", "B", "C", "D"),
     answer: str | None = None,
+    protocol: Protocol = "trisk",
 ) -> McqReading:
     """The chosen option, checked against ``answer`` (a label) when given; see the module docstring."""
     if finish_reason == "length":
         return McqFormatFailure("truncated")
     if text is None or not text.strip():
         return McqFormatFailure("empty")
+    if protocol == "paper":
+        return _read_inspect(text, labels, answer)
     clean = _MARKUP.sub("", text)
     statements: list[re.Match[str]] = []
     for pattern in _ANSWER_STATEMENTS:
@@ -211,3 +249,16 @@ def read_mcq_answer(
     if letter not in allowed:
         return McqFormatFailure("not_an_option", letter)
     return McqAnswered(letter, None if answer is None else letter == answer.upper())
+
+
+def _read_inspect(text: str, labels: Sequence[str], answer: str | None) -> McqReading:
+    match = _INSPECT_ANSWER_STRICT.search(text) or _INSPECT_ANSWER.search(text)
+    if match is None:
+        return McqFormatFailure("no_answer")
+    allowed = [label.upper() for label in labels]
+    letters = list(dict.fromkeys(ch.upper() for ch in match.group(1) if ch.upper() in allowed))
+    if not letters:
+        return McqFormatFailure("not_an_option", match.group(1).strip()[:20])
+    if len(letters) > 1:
+        return McqFormatFailure("multiple_choices", match.group(1).strip()[:40])
+    return McqAnswered(letters[0], None if answer is None else letters[0] == answer.upper())

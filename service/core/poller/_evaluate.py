@@ -53,10 +53,11 @@ from service.core.poller._persona import Persona, persona_version, validate_pers
 from service.core.poller._prompts import (
     DEFAULT_STRATEGY,
     DEFAULT_TEMPERATURE,
-    POLLER_PROMPT_HASHES,
-    POLLER_PROMPT_VERSIONS,
+    Protocol,
     Strategy,
     build_poller_messages,
+    prompt_hash,
+    prompt_version,
     uses_persona,
 )
 from service.core.text import require_text
@@ -128,6 +129,8 @@ class PollerEvaluationRequest(msgspec.Struct, forbid_unknown_fields=True, frozen
     language: PromptLanguage = "en"
     exclude_own_family: bool = True
     max_attempts: Annotated[int, msgspec.Meta(ge=1, le=5)] = 2
+    # trisk: the default prompt; paper: the research's setup (unpublished poems, detailed reasons; see _prompts)
+    protocol: Protocol = "trisk"
 
 
 class PollerPlan(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -145,6 +148,7 @@ class PollerPlan(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     panel: Panel
     exclude_own_family: bool
     max_attempts: int
+    protocol: Protocol = "trisk"
 
 
 class PollerJudgeResult(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -232,6 +236,7 @@ class PollerSignature(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     panel: str
     panel_version: str
     judges: list[str]
+    protocol: Protocol = "trisk"
 
 
 class PollerEvaluation(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -297,6 +302,7 @@ def plan_poller_evaluation(
         panel=panel,
         exclude_own_family=request.exclude_own_family,
         max_attempts=request.max_attempts,
+        protocol=request.protocol,
     )
 
 
@@ -329,8 +335,8 @@ def panel_scores(item: PollerScored) -> dict[str, float]:
 
 def signature_of(plan: PollerPlan) -> PollerSignature:
     return PollerSignature(
-        prompt_version=POLLER_PROMPT_VERSIONS[plan.language],
-        prompt_hash=POLLER_PROMPT_HASHES[plan.language],
+        prompt_version=prompt_version(plan.language, plan.protocol),
+        prompt_hash=prompt_hash(plan.language, plan.protocol),
         strategy=plan.strategy,
         language=plan.language,
         temperature=plan.temperature,
@@ -341,6 +347,7 @@ def signature_of(plan: PollerPlan) -> PollerSignature:
         panel=plan.panel.name,
         panel_version=plan.panel.version,
         judges=[j.model for j in plan.panel.judges],
+        protocol=plan.protocol,
     )
 
 
@@ -366,7 +373,7 @@ async def _judge_one(
         client,
         resolve_endpoint(judge, settings),
         messages,
-        prompt_version=POLLER_PROMPT_VERSIONS[plan.language],
+        prompt_version=prompt_version(plan.language, plan.protocol),
         parse=parse,
         options=AttemptOptions(temperature=plan.temperature, max_attempts=plan.max_attempts),
         max_tokens=max_tokens_for("text", judge, settings),
@@ -414,6 +421,7 @@ async def _evaluate_item(
         interpretation=item.text,
         dimensions=resolve_dimensions(plan.dimensions),
         persona=plan.persona,
+        protocol=plan.protocol,
     )
     family = selection.candidate_family or family_of(item.model)
     judges = list(

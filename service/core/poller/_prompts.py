@@ -12,6 +12,12 @@ The poem (title and text), the interpretation and the persona (every field, the 
 the judge only between BEGIN/END lines tagged with ``data_fence_tag`` of those texts; the system message and the
 instructions are ours alone. Each language's template has a version and a hash over all of its pieces and the
 dimension definitions, so a result names exactly the wording that produced it.
+
+Protocols: ``trisk`` (the default) asks for a reason of one or two sentences per dimension; ``paper`` follows what
+the research's setup publishes (METHOD.md section 2): the poems are unpublished ones, which the prompt says, and
+each score comes with a detailed reason. The research's prompt text itself is not in the material this service was
+built from, so ``paper`` is trisk's template with those two published differences restored, not a copy of the
+paper's wording; its own version and hash keep its results apart.
 """
 
 from __future__ import annotations
@@ -31,10 +37,14 @@ __all__ = [
     "DEFAULT_TEMPERATURE",
     "POLLER_PROMPT_HASHES",
     "POLLER_PROMPT_VERSIONS",
+    "PROTOCOLS",
     "ROLE_LABELS",
     "STRATEGIES",
+    "Protocol",
     "Strategy",
     "build_poller_messages",
+    "prompt_hash",
+    "prompt_version",
     "states_role",
     "uses_authorship",
     "uses_persona",
@@ -164,20 +174,72 @@ _ZH = _Template(
     space="",
 )
 
-_TEMPLATES: dict[PromptLanguage, _Template] = {"en": _EN, "zh": _ZH}
+Protocol = Literal["trisk", "paper"]
+PROTOCOLS: tuple[Protocol, ...] = ("trisk", "paper")
+
+_EN_PAPER = msgspec.structs.replace(
+    _EN,
+    intro_plain="The poem below is unpublished. Evaluate how well the reader's interpretation below understands it.",
+    intro_persona=(
+        "As the poet described in the persona below, evaluate how well the reader's interpretation below "
+        "understands the poem below, an unpublished poem of yours."
+    ),
+    intro_author=(
+        "As the poet described in the persona below: you wrote the poem below, which is unpublished, and the "
+        "interpretation below comes from one of your readers. Evaluate how well this reader understands your poem."
+    ),
+    format_instruction=(
+        "Write one line per dimension, in the order above: the dimension's name, a colon, the score (a number "
+        "from 0 to 100), a hyphen and a detailed reason for the score. Write nothing else."
+    ),
+    example_line="{label}: <score> - <your detailed reason>",
+)
+_ZH_PAPER = msgspec.structs.replace(
+    _ZH,
+    intro_plain="下面这首诗尚未发表。请评估下面这段读者解读对这首诗的理解程度。",
+    intro_persona="请以下面人物资料中这位诗人的身份，评估下面这段读者解读对下面这首诗（你尚未发表的作品）的理解程度。",
+    intro_author=(
+        "请以下面人物资料中这位诗人的身份进行评估：下面这首诗是你写的，尚未发表，下面这段解读来自你的一位读者。"
+        "请评估这位读者对你的诗的理解程度。"
+    ),
+    format_instruction=(
+        "按上面的顺序每个维度写一行：维度名称、冒号、分数（0 到 100 之间的数字）、一个短横线，"
+        "再详细说明打这个分数的理由。不要写其他内容。"
+    ),
+    example_line="{label}：<分数> - <你的详细理由>",
+)
+_TEMPLATES: dict[tuple[PromptLanguage, Protocol], _Template] = {
+    ("en", "trisk"): _EN,
+    ("zh", "trisk"): _ZH,
+    ("en", "paper"): _EN_PAPER,
+    ("zh", "paper"): _ZH_PAPER,
+}
+# the default protocol's versions (and hashes) keep their names: stored results name them
 POLLER_PROMPT_VERSIONS: dict[PromptLanguage, str] = {"en": "poller/en/1", "zh": "poller/zh/1"}
+_PAPER_VERSIONS: dict[PromptLanguage, str] = {"en": "poller/en/paper-1", "zh": "poller/zh/paper-1"}
+
+
+def prompt_version(language: PromptLanguage, protocol: Protocol = "trisk") -> str:
+    return POLLER_PROMPT_VERSIONS[language] if protocol == "trisk" else _PAPER_VERSIONS[language]
 
 # the labels a judge may put before its declared role (compared after folding, see _parsing)
 ROLE_LABELS: tuple[str, ...] = ("role", "my role", "角色", "我的角色", "身份", "我的身份")
 
 
-def _template_hash(language: PromptLanguage) -> str:
+def _template_hash(language: PromptLanguage, protocol: Protocol = "trisk") -> str:
     definitions = [[d.name, d.label(language), d.definition(language)] for d in DIMENSIONS]
-    material = msgspec.json.encode([POLLER_PROMPT_VERSIONS[language], _TEMPLATES[language], definitions])
+    material = msgspec.json.encode(
+        [prompt_version(language, protocol), _TEMPLATES[(language, protocol)], definitions]
+    )
     return hashlib.sha256(material).hexdigest()
 
 
-POLLER_PROMPT_HASHES: dict[PromptLanguage, str] = {lang: _template_hash(lang) for lang in _TEMPLATES}
+POLLER_PROMPT_HASHES: dict[PromptLanguage, str] = {lang: _template_hash(lang) for lang in ("en", "zh")}
+_PAPER_HASHES: dict[PromptLanguage, str] = {lang: _template_hash(lang, "paper") for lang in ("en", "zh")}
+
+
+def prompt_hash(language: PromptLanguage, protocol: Protocol = "trisk") -> str:
+    return POLLER_PROMPT_HASHES[language] if protocol == "trisk" else _PAPER_HASHES[language]
 
 
 def _block(name: str, tag: str, body: str) -> str:
@@ -205,9 +267,10 @@ def build_poller_messages(
     dimensions: Sequence[Dimension],
     persona: Persona | None = None,
     title: str | None = None,
+    protocol: Protocol = "trisk",
 ) -> list[ChatMessage]:
     """System and user message of one evaluation; ``persona`` is required for P1-P4 and ignored for P0."""
-    t = _TEMPLATES[language]
+    t = _TEMPLATES[(language, protocol)]
     with_persona = uses_persona(strategy)
     if with_persona and persona is None:
         raise ValueError(f"strategy {strategy} needs a persona")

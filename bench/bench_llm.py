@@ -34,7 +34,7 @@ from service.core.llm import (
     select_judges,
 )
 from service.core.settings import LLMSettings
-from tests.fakes.openai_server import FakeOpenAIServer, models_with_panel
+from tests.fakes.openai_server import FakeOpenAIServer
 
 LOCAL_CHECKS = ["peer_distance", "length_ratio", "hard_flags", "critical", "gemba", "backtranslation"]
 
@@ -201,23 +201,18 @@ async def cascade_calls(server: FakeOpenAIServer, n: int) -> None:
 
 def answers_first(n: int, deadline: float, budget: float) -> None:
     """Time to the cheap result and to the final result of ``n`` assessments with the LLM tier on."""
-    import tempfile
-
     from service.core.settings import SHARED_DIR
     from service.evaluation import Stack, load_benchmark, request_item, wait_ready
-    from tests.support.local_llm import local_llm
+    from tests.support.local_llm import local_llm, profile_env
 
     bench = load_benchmark(SHARED_DIR / "palibench-dev", SHARED_DIR / "corpus" / "bilara", limit=n)
-    with local_llm() as server, tempfile.TemporaryDirectory() as tmp:
-        # the local model's family is none of the known ones; no candidate here comes from it, so none is excluded
-        panel = {"name": "local", "version": "1", "judges": [{"id": "smollm", "model": server.model, "family": "meta"}]}
+    with local_llm() as server:
+        # the stack runs with the local profile as README describes it (`scripts/local-llm.sh env`, the shipped
+        # `local` panel), the deadline and budget of this run on top
         env = {
-            "TRISK_LLM_BASE_URL": server.base_url,
-            "TRISK_LLM_PANEL": "local",
-            "TRISK_MODELS_DIR": str(models_with_panel(Path(tmp), panel)),
+            **profile_env(server.base_url),
             "TRISK_LLM_DEADLINE_SECONDS": str(deadline),
             "TRISK_LLM_REVIEW_BUDGET": str(budget),
-            "TRISK_LLM_RPS": "0",
         }
         stack = Stack(None, 1, env)
         try:

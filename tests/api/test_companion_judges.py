@@ -119,7 +119,7 @@ def test_persona_versions_and_a_p3_evaluation_through_a_worker(
     assert judges["judge-a"]["role"]["names_author"] is True
     content = next(d for d in r1["dimensions"] if d["dimension"] == "content")
     assert content == {"dimension": "content", "n": 2, "mean": 85.0, "median": 85.0, "min": 80.0, "max": 90.0,
-                       "spread": 10.0}  # fmt: skip
+                       "spread": 10.0, "reason": None}  # fmt: skip
     assert r1["overall"] == pytest.approx((555 / 8 + 635 / 8) / 2)  # judge-a 69.375, judge-b 79.375
 
     # the agreement of the stored evaluation with the author's own scores

@@ -115,8 +115,10 @@ async def test_one_valid_judge_makes_the_check_run_and_the_others_are_counted(fa
             [JudgeAnswer("timed_out", error="timed out: a"), JudgeAnswer("timed_out", error="timed out: a")],
             "2 of 2 judges gave no answer in time: timed out: a",
         ),
-        ([JudgeAnswer("failed", error="UpstreamUnavailable: HTTP 500")], "1 of 1 judge could not be reached: "
-         "UpstreamUnavailable: HTTP 500"),
+        (
+            [JudgeAnswer("failed", error="UpstreamUnavailable: HTTP 500")],
+            "1 of 1 judge could not be reached: UpstreamUnavailable: HTTP 500",
+        ),
     ],
 )
 def test_the_dominant_cause_in_words(answers: list[JudgeAnswer], expected: str | None) -> None:

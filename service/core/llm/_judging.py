@@ -131,8 +131,8 @@ PARSE_ERROR_WORDS: dict[str, str] = {
     "not_an_option": "a letter that is not an option",
     "multiple_choices": "several letters",
     "no_json_object": "no JSON object",
-    "missing_pali": "no \"pali\" field",
-    "empty_pali": "an empty \"pali\" field",
+    "missing_pali": 'no "pali" field',
+    "empty_pali": 'an empty "pali" field',
 }
 
 

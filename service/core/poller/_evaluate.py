@@ -204,9 +204,7 @@ class PollerSkipped(msgspec.Struct, tag="skipped", tag_field="status", forbid_un
     excluded: list[ExcludedJudge] = []
 
 
-class PollerUnanswered(
-    msgspec.Struct, tag="unanswered", tag_field="status", forbid_unknown_fields=True, frozen=True
-):
+class PollerUnanswered(msgspec.Struct, tag="unanswered", tag_field="status", forbid_unknown_fields=True, frozen=True):
     """Judges were asked and none gave a usable answer: no score, the dominant cause as ``reason`` ("1 of 1 judge
     gave answers that do not parse: truncated at max_tokens"), and what each judge answered."""
 

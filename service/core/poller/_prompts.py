@@ -222,15 +222,14 @@ _PAPER_VERSIONS: dict[PromptLanguage, str] = {"en": "poller/en/paper-1", "zh": "
 def prompt_version(language: PromptLanguage, protocol: Protocol = "trisk") -> str:
     return POLLER_PROMPT_VERSIONS[language] if protocol == "trisk" else _PAPER_VERSIONS[language]
 
+
 # the labels a judge may put before its declared role (compared after folding, see _parsing)
 ROLE_LABELS: tuple[str, ...] = ("role", "my role", "角色", "我的角色", "身份", "我的身份")
 
 
 def _template_hash(language: PromptLanguage, protocol: Protocol = "trisk") -> str:
     definitions = [[d.name, d.label(language), d.definition(language)] for d in DIMENSIONS]
-    material = msgspec.json.encode(
-        [prompt_version(language, protocol), _TEMPLATES[(language, protocol)], definitions]
-    )
+    material = msgspec.json.encode([prompt_version(language, protocol), _TEMPLATES[(language, protocol)], definitions])
     return hashlib.sha256(material).hexdigest()
 
 

@@ -312,9 +312,15 @@ print_env() {
   [ "$MODEL" = "qwen2.5-coder-0.5b" ] || echo "# models/panels/local.json names qwen2.5-coder-0.5b: give $MODEL a panel of its own"
 }
 
+# the port given, else the running server's, else the default
 url() {
   local port
-  if running_pid >/dev/null && [ -f "$PORTFILE" ]; then port="$(cat "$PORTFILE")"; else parse_port "$@"; port="$PORT"; fi
+  if [ $# -eq 0 ] && running_pid >/dev/null && [ -f "$PORTFILE" ]; then
+    port="$(cat "$PORTFILE")"
+  else
+    parse_port "$@"
+    port="$PORT"
+  fi
   echo "http://$HOST:$port/v1"
 }
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from service.core.llm import ChatMessage, LLMClient, RetryPolicy, build_gemba_messages, parse_score
+from service.core.llm import ChatMessage, LLMClient, build_gemba_messages, parse_score
+from service.core.settings import LLMSettings
 from tests.fakes.openai_server import closed_port_url
-from tests.support.local_llm import SCRIPT, LocalLLM, LocalLLMUnavailable, local_llm, wait_until_ready
+from tests.support.local_llm import SCRIPT, LocalLLM, LocalLLMUnavailable, local_llm, profile_env, wait_until_ready
 
 SOURCE = "Evaṁ me sutaṁ—ekaṁ samayaṁ bhagavā sāvatthiyaṁ viharati jetavane anāthapiṇḍikassa ārāme."
 CANDIDATE = (
@@ -71,12 +72,23 @@ def test_wait_gives_up_on_a_server_that_never_answers(tmp_path: Path) -> None:
 
 # -- against the real server (opt-in: `make test-llm`) ---------------------------------------------------------
 
-FAST_FAIL = RetryPolicy(max_retries=0)
+
+def _profile_client(server: LocalLLM) -> LLMClient:
+    """The client as a worker of the local profile builds it (README's settings: timeouts, retries, concurrency)."""
+    return LLMClient.from_settings(LLMSettings.from_env(profile_env(server.base_url)))
+
+
+def test_env_prints_the_profile_for_the_port_asked() -> None:
+    env = profile_env("http://127.0.0.1:4321/v1")
+    assert env["TRISK_LLM_BASE_URL"] == "http://127.0.0.1:4321/v1"
+    llm = LLMSettings.from_env(env)
+    assert (llm.panel, llm.max_concurrency, llm.requests_per_second) == ("local", 1, 0.0)
+    assert llm.read_timeout >= 300 and llm.text_max_tokens == 512  # a Telugu grade of 2,000 prompt tokens finishes
 
 
 @pytest.mark.local_llm
 async def test_a_gemba_prompt_gets_an_answer_through_the_client(local_llm_server: LocalLLM) -> None:
-    async with LLMClient(retry=FAST_FAIL, requests_per_second=0) as client:
+    async with _profile_client(local_llm_server) as client:
         result = await client.chat(
             local_llm_server.endpoint(),
             build_gemba_messages(SOURCE, CANDIDATE),
@@ -85,7 +97,7 @@ async def test_a_gemba_prompt_gets_an_answer_through_the_client(local_llm_server
             max_tokens=8,
         )
     assert result.text is not None
-    assert result.finish_reason in {"stop", "length"}
+    assert parse_score(result.text, result.finish_reason)[1] is None, result  # the local profile's answer parses
     assert result.model == local_llm_server.model
     assert result.attempts == 1
     # the whole prompt reached the model, and max_tokens bounded the answer
@@ -96,7 +108,7 @@ async def test_a_gemba_prompt_gets_an_answer_through_the_client(local_llm_server
 @pytest.mark.local_llm
 async def test_a_tiny_max_tokens_is_a_truncated_answer(local_llm_server: LocalLLM) -> None:
     prompt = [ChatMessage("user", "Write a long story about a monk who walks from village to village.")]
-    async with LLMClient(retry=FAST_FAIL, requests_per_second=0) as client:
+    async with _profile_client(local_llm_server) as client:
         result = await client.chat(
             local_llm_server.endpoint(), prompt, temperature=0.0, prompt_version="local-llm-smoke", max_tokens=2
         )

@@ -128,14 +128,14 @@ def test_prompt_versions_and_hashes_pinned() -> None:
 PINNED = {"en": "ebb873b86a90", "zh": "0515fd64e2b0"}
 
 
+@pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("language", ["en", "zh"])
-def test_the_paper_protocol_says_unpublished_and_asks_for_detailed_reasons(language: str) -> None:
-    from service.core.poller import DIMENSIONS, POLLER_PROMPT_HASHES, build_poller_messages
+def test_the_paper_protocol_says_unpublished_and_asks_for_detailed_reasons(language: str, strategy: Strategy) -> None:
     from service.core.poller._prompts import prompt_hash, prompt_version
 
     def user(protocol: str) -> str:
         messages = build_poller_messages(
-            strategy="P4", language=language, poem=POEM, interpretation=INTERPRETATION,  # type: ignore[arg-type]
+            strategy=strategy, language=language, poem=POEM, interpretation=INTERPRETATION,  # type: ignore[arg-type]
             dimensions=list(DIMENSIONS), persona=PERSONA, protocol=protocol,  # type: ignore[arg-type]
         )  # fmt: skip
         return messages[1].content

@@ -124,7 +124,7 @@ def parse_grade_en(text: str | None, finish_reason: str | None = "stop", *, part
         return GradeParse(None, error)
     clean = _MARKUP.sub("", text)
     # "GRADE: C if the submission is correct, or GRADE: I if ..." is the instruction copied back, not a grade
-    matches = [m for m in _GRADE.finditer(clean) if True]
+    matches = [m for m in _GRADE.finditer(clean) if not _ECHO.match(clean, m.end())]
     if not matches:
         return GradeParse(None, "no_grade")
     last = matches[-1]

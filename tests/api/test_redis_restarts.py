@@ -250,6 +250,10 @@ def test_a_worker_carries_on_across_restarts_and_the_review_queue_survives(
     try:
         aid = api.post("/v1/assessments", json=_assessment(GOOD)).json()["id"]
         wait_done(api, aid, worker, log)
+        # the review items are the tail's, written just after the final result (status done): wait for them
+        queued = time.monotonic() + 30
+        while len(review_items(api, aid)) < 3 and time.monotonic() < queued:
+            time.sleep(0.1)
         claim = api.post("/v1/review/claims", json={"reviewer": "ana", "n": 1})
         assert claim.status_code == 201, claim.text
         before = review_items(api, aid)

@@ -231,6 +231,10 @@ class EmbeddingSettings(SettingsGroup):
     remote_api_key: str = setting("TRISK_EMBEDDING_API_KEY", "", "API key of that endpoint")
     batch_size: int = setting("TRISK_EMBEDDING_BATCH_SIZE", 32, "texts per encoder call")
     threads: int = setting("TRISK_EMBEDDING_THREADS", 0, "encoder threads (0 = the library's default)")
+    # a batch of 32 vectors of 3,072 dimensions is about 2 MB of JSON
+    remote_max_response_bytes: int = setting(
+        "TRISK_EMBEDDING_MAX_RESPONSE_BYTES", 8 << 20, "largest answer read from the embeddings endpoint"
+    )
 
 
 @dataclass(frozen=True)
@@ -261,6 +265,14 @@ class LLMSettings(SettingsGroup):
         "TRISK_LLM_TEXT_MAX_TOKENS",
         1024,
         "max_tokens of a free-text judge call (Poller, MATA, adjudication; backtranslation: 64 + source chars, capped)",
+    )
+    # every call is bounded, whoever sized it (a request's max_tokens, a panel judge's override): the spend budget
+    # reserves a call's worst case, so this also bounds what one call can hold back of a tenant's day
+    max_tokens: int = setting(
+        "TRISK_LLM_MAX_TOKENS", 4096, "cap on max_tokens of any LLM call (a request asking for more gets 422)"
+    )
+    max_response_bytes: int = setting(
+        "TRISK_LLM_MAX_RESPONSE_BYTES", 1 << 20, "largest LLM answer read; a longer one is a bad response"
     )
     # a tenant's LLM spend per UTC day; over it LLM checks read skipped with the reason, the cheap tier still answers
     calls_per_day: int = setting(

@@ -36,7 +36,7 @@ from service.app.review.controllers import AdjudicationController, ReviewControl
 from service.core.durable import open_store
 from service.core.durable.access import AccessStore
 from service.core.novelty import load_indexes
-from service.core.ratelimit import RateLimiter
+from service.core.ratelimit import FailureLimiter, RateLimiter
 from service.core.risk import RiskRegistry
 from service.core.risk_catalog import ModelCatalog
 from service.core.settings import Settings
@@ -140,11 +140,15 @@ class TriskPlugin(InitPluginProtocol):
         if resources.access is None:
             resources.access = AccessStore(resources.db)
         if resources.keys is None:
-            resources.keys = KeyCache(resources.access)
+            resources.keys = KeyCache(resources.access, max_items=self.settings.api.key_cache_size)
         if resources.rate_limiter is None and resources.redis is not None:
             api = self.settings.api
             resources.rate_limiter = RateLimiter(
                 resources.redis, per_key=api.rate_per_key, per_tenant=api.rate_per_tenant
+            )
+        if resources.auth_failures is None and resources.redis is not None:
+            resources.auth_failures = FailureLimiter(
+                resources.redis, per_window=self.settings.api.auth_failures_per_minute
             )
         app.state.resources = resources
         refresher = None

@@ -1,5 +1,5 @@
-"""Request rate limits per key and per tenant, in Redis (shared by every API replica), and the daily LLM spend
-budget per tenant.
+"""Request rate limits per key and per tenant, failed authentications per client address, in Redis (shared by every
+API replica), and the daily LLM spend budget per tenant.
 
 Requests: a fixed one-minute window on the Redis clock per key and per tenant (one Lua script, so the two counts
 and the decision are atomic); a request over either limit is refused with the seconds until its window ends. The
@@ -17,12 +17,15 @@ the two steps leaves its reservation counted (the day ends under budget, never o
 from __future__ import annotations
 
 import datetime as dt
+import math
+import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
-__all__ = ["Decision", "RateLimiter", "Reservation", "SpendExhausted", "SpendMeter", "charged_to"]
+__all__ = ["Decision", "FailureLimiter", "RateLimiter", "Reservation", "SpendExhausted", "SpendMeter", "charged_to"]
 
 # KEYS: key counter, tenant counter. ARGV: key limit, tenant limit (0 = none), window seconds.
 # Returns {allowed (1/0), key remaining, tenant remaining, seconds to the window's end, which limit refused}.
@@ -91,6 +94,70 @@ class RateLimiter:
             "RateLimit": f'"{name}";r={max(0, remaining)};t={int(reset)}',
         }
         return Decision(bool(allowed), int(reset), limited_by, headers)
+
+
+# KEYS: the address's failure counter. ARGV: window seconds. Returns {failures in this window, seconds to its end}.
+_FAIL = """
+local t = redis.call('TIME')
+local now = tonumber(t[1])
+local window = tonumber(ARGV[1])
+local start = now - (now % window)
+local key = KEYS[1] .. ':' .. start
+local n = redis.call('INCR', key)
+redis.call('EXPIRE', key, window * 2)
+return {n, start + window - now}
+"""
+
+
+class FailureLimiter:
+    """Failed authentications per client address, in fixed windows on the Redis clock (shared by every replica).
+
+    ``record`` counts one failure and says whether the address is now over ``per_window``; an address over it is
+    also remembered in this process until its window ends (``blocked``), so its further requests cost neither a
+    database read nor a Redis round trip. At most ``max_blocked`` addresses are remembered (the oldest go first)."""
+
+    def __init__(
+        self,
+        redis: Any,
+        *,
+        per_window: int,
+        window_seconds: int = 60,
+        max_blocked: int = 10_000,
+        prefix: str = "trisk:rl:authfail:",
+    ) -> None:
+        self.redis = redis
+        self.prefix = prefix
+        self.per_window = per_window
+        self.window = window_seconds
+        self.max_blocked = max_blocked
+        self._fail = redis.register_script(_FAIL)
+        self._blocked: OrderedDict[str, float] = OrderedDict()  # address -> monotonic time its block ends
+
+    @property
+    def enabled(self) -> bool:
+        return self.per_window > 0
+
+    def blocked(self, address: str) -> int:
+        """Seconds the address stays refused (0 = not refused)."""
+        until = self._blocked.get(address)
+        if until is None:
+            return 0
+        left = until - time.monotonic()
+        if left <= 0:
+            del self._blocked[address]
+            return 0
+        return max(1, math.ceil(left))
+
+    async def record(self, address: str) -> int:
+        """Count a failure of ``address``; the seconds it is refused from now on (0 = still within its limit)."""
+        n, reset = await self._fail(keys=[self.prefix + address], args=[self.window])
+        if int(n) <= self.per_window:
+            return 0
+        self._blocked[address] = time.monotonic() + int(reset)
+        self._blocked.move_to_end(address)
+        while len(self._blocked) > self.max_blocked:
+            self._blocked.popitem(last=False)
+        return max(1, int(reset))
 
 
 class SpendExhausted(Exception):

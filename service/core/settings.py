@@ -389,6 +389,15 @@ class ApiSettings(SettingsGroup):
     rate_per_tenant: int = setting(
         "TRISK_RATE_PER_TENANT", 1200, "requests per minute all keys of a tenant may make (0 = no limit)"
     )
+    # unauthenticated traffic must cost a bounded amount of memory and few database reads (service/app/auth.py)
+    auth_failures_per_minute: int = setting(
+        "TRISK_AUTH_FAILURES_PER_MINUTE",
+        30,
+        "failed authentications one client address may make per minute before it gets 429 (0 = no limit)",
+    )
+    key_cache_size: int = setting(
+        "TRISK_KEY_CACHE_SIZE", 10_000, "API key records (and unknown key ids) each API process keeps in memory"
+    )
 
 
 @dataclass(frozen=True)

@@ -394,7 +394,8 @@ async def test_remote_answers_are_bounded_in_bytes_and_time(server: str, counts:
     (httpx's read timeout alone never trips on a byte every 50 ms)."""
     huge = _remote(server, "huge", max_retries=0, max_response_bytes=1 << 20)
     drip = _remote(server, "drip", max_retries=0, read_timeout=0.5)
-    for embedder, error, match in ((huge, UpstreamBadResponse, "over 1048576 bytes"), (drip, UpstreamTimeout, "timed out")):
+    cases = ((huge, UpstreamBadResponse, "over 1048576 bytes"), (drip, UpstreamTimeout, "timed out"))
+    for embedder, error, match in cases:
         started = time.monotonic()
         with pytest.raises(error, match=match):
             if path == "sync":

@@ -160,9 +160,11 @@ def cmd_keys(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from service.app.server import bounded_http_protocol
     from service.core.telemetry import configure_logging
 
-    configure_logging(get_settings().api.log_format)
+    settings = get_settings()
+    configure_logging(settings.api.log_format)
     # log_config=None: uvicorn's own lines go through the same structured handler; the app writes the access log
     # itself (trisk.access: route template, status, latency, request id, tenant), so uvicorn's is off
     uvicorn.run(
@@ -173,6 +175,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log_level="info",
         log_config=None,
         access_log=False,
+        http=bounded_http_protocol(settings.limits.max_header_bytes),
     )
     return 0
 

@@ -209,6 +209,9 @@ class LimitSettings(SettingsGroup):
     max_candidates: int = setting("TRISK_MAX_CANDIDATES", 32, "candidates per passage")
     max_body_bytes: int = setting("TRISK_MAX_BODY_BYTES", 8_000_000, "largest request body")
     max_batch_items: int = setting("TRISK_MAX_BATCH_ITEMS", 5_000, "passages per batch")
+    max_header_bytes: int = setting(
+        "TRISK_MAX_HEADER_BYTES", 65_536, "largest request line and headers (`trisk serve` answers 431 past it)"
+    )
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ NUL in a text (PostgreSQL refuses it in a text column), and a request head of me
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import Iterator
@@ -65,7 +66,7 @@ PERSONA = {"author": "A", "basic_information": "b", "experience_and_views": "e",
     ("path", "body"),
     [
         ("/v1/personas", {**PERSONA, "basic_information": "born in\u0000 1949"}),
-        ("/v1/assessments", {"source": {"text": "evaṃ\u0000", "lang": "pli"}, "candidates": [{"id": "a", "text": "t"}]}),
+        ("/v1/assessments", {"source": {"text": "ev\u0000", "lang": "pli"}, "candidates": [{"id": "a", "text": "t"}]}),
         ("/v1/keys", {"name": "k\u0000", "scopes": ["read"]}),
     ],
 )
@@ -108,10 +109,8 @@ def _exchange(port: int, head: bytes) -> bytes:
     import socket
 
     with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
-        try:
+        with contextlib.suppress(OSError):  # the server closed before taking it all in: what it should do
             conn.sendall(head)
-        except OSError:
-            pass  # the server closed before taking it all in: what it should do
         answer = b""
         while chunk := conn.recv(65536):
             answer += chunk
@@ -132,7 +131,8 @@ def test_a_10_mb_request_header_is_a_431_from_the_server() -> None:
         answer = _exchange(port, big)
         assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
         assert b"application/problem+json" in answer and b"TRISK_MAX_HEADER_BYTES" in answer
-        ok = _exchange(port, b"GET / HTTP/1.1\r\nhost: x\r\nx-fine: " + b"a" * 30_000 + b"\r\nconnection: close\r\n\r\n")
+        fine = b"GET / HTTP/1.1\r\nhost: x\r\nx-fine: " + b"a" * 30_000 + b"\r\nconnection: close\r\n\r\n"
+        ok = _exchange(port, fine)
         assert ok.startswith(b"HTTP/1.1 200 ") and ok.endswith(b"ok")
     finally:
         server.should_exit = True

@@ -13,9 +13,9 @@ import pytest
 from prometheus_client import REGISTRY
 
 from service.core.settings import Settings
-from service.core.telemetry import JsonFormatter, log_context
+from service.core.telemetry import JsonFormatter, TextFormatter, log_context
 from tests.conftest import TEST_TENANT
-from tests.worker_support import run_worker_burst
+from tests.worker_support import CallbackReceiver, run_worker_burst
 
 SECRET_TEXT = f"a candidate text nobody may log {uuid.uuid4().hex}"
 
@@ -110,3 +110,61 @@ def test_no_key_and_no_text_ever_reach_the_logs(
     access = [p for p in parsed if p["logger"] == "trisk.access" and p.get("request_id") == "trace-me"]
     assert [a["msg"].split(" ")[:3] for a in access] == [["GET", "/v1/review/queue", "200"]]
     assert access[0]["tenant"] == TEST_TENANT
+
+
+@pytest.mark.parametrize("formatter", [JsonFormatter(), TextFormatter()], ids=["json", "text"])
+def test_a_message_cannot_forge_a_log_line(formatter: logging.Formatter) -> None:
+    """The finding: in the text format a decoded path with %0a wrote a forged line into the log. Every record is one
+    line in both formats, with control and bidi characters escaped."""
+    hostile = "/v1/x\nINFO trisk.access GET /v1/admin 200\r\x1b[2J\u202etxt.exe\u2028"
+    record = logging.LogRecord("trisk.test", logging.WARNING, __file__, 1, "not found: %s", (hostile,), None)
+    try:
+        raise ValueError(hostile)
+    except ValueError:
+        import sys
+
+        with_exc = logging.LogRecord("trisk.test", logging.ERROR, __file__, 1, "boom %s", (hostile,), sys.exc_info())
+    for rec in (record, with_exc):
+        line = formatter.format(rec)
+        assert "\n" not in line and "\r" not in line and "\x1b" not in line
+        assert "\u202e" not in line and "\u2028" not in line
+        text = json.loads(line)["msg"] if isinstance(formatter, JsonFormatter) else line
+        assert "\\n" in text and "\\x1b" in text  # escaped, still readable
+
+
+def test_decoded_paths_and_callback_queries_stay_out_of_the_text_log(
+    client: Any, test_settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    formatter = TextFormatter()
+    lines: list[str] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(formatter.format(record))
+
+    receiver = CallbackReceiver([200])
+    handler = Capture(level=logging.DEBUG)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    old = root.level
+    root.setLevel(logging.DEBUG)
+    try:
+        client.get("/v1/assessments/x%0aINFO%20trisk.access%20forged")
+        client.get("/v1/nowhere%0d%0aforged")
+        body = {
+            "source": {"text": "Evaṃ me sutaṃ.", "lang": "pli"},
+            "candidates": [{"id": "a", "text": "Thus have I heard."}],
+            "checks": ["hard_flags"],
+            "callback_url": receiver.url + "?token=receiver-secret",
+        }
+        assert client.post("/v1/assessments", json=body).status_code == 202
+        run_worker_burst(test_settings)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old)
+        receiver.close()
+    assert receiver.bodies, "the callback was not delivered"
+    blob = "\n".join(lines)
+    assert "receiver-secret" not in blob  # httpx logs every request's URL: the query is dropped
+    assert not any(line.startswith(("INFO trisk.access forged", "forged")) for line in blob.split("\n"))
+    assert all("\n" not in line for line in lines)

@@ -62,6 +62,7 @@ from service.core.records import (
 from service.core.redis_client import REDIS_AWAY, waiting_retry
 from service.core.risk import RiskRegistry
 from service.core.risk_catalog import ModelCatalog
+from service.core.sealing import Sealer
 from service.core.settings import Settings, get_settings
 from service.core.store import AssessmentState, Store
 from service.core.telemetry import CHECK_FAILURES, log_context, timed_job
@@ -738,7 +739,8 @@ async def deliver_callback(ctx: dict[str, Any], tenant: str, aid: str, event: Ca
     cb.attempts += 1
     body = msgspec.json.encode(render_assessment(state))
     try:
-        secret = await asyncio.to_thread(AccessStore(ctx["catalog"].db).callback_secret, tenant)
+        sealer = Sealer.from_setting(ctx["settings"].durable.secret_keys)
+        secret = await asyncio.to_thread(AccessStore(ctx["catalog"].db, sealer).callback_secret, tenant)
         resp = await post_callback(
             ctx["http"],
             cb.url,

@@ -39,6 +39,7 @@ from service.core.novelty import load_indexes
 from service.core.ratelimit import FailureLimiter, RateLimiter
 from service.core.risk import RiskRegistry
 from service.core.risk_catalog import ModelCatalog
+from service.core.sealing import Sealer
 from service.core.settings import Settings
 from service.core.telemetry import start_metrics_server
 
@@ -138,7 +139,7 @@ class TriskPlugin(InitPluginProtocol):
             shipped = RiskRegistry.load(self.settings.risk.models_dir)
             resources.catalog = ModelCatalog(shipped, resources.db, self.settings.risk.model)
         if resources.access is None:
-            resources.access = AccessStore(resources.db)
+            resources.access = AccessStore(resources.db, Sealer.from_setting(self.settings.durable.secret_keys))
         if resources.keys is None:
             resources.keys = KeyCache(resources.access, max_items=self.settings.api.key_cache_size)
         if resources.rate_limiter is None and resources.redis is not None:

@@ -355,6 +355,12 @@ class DurableSettings(SettingsGroup):
         "",
         "the durable store on PostgreSQL (`postgresql://user:password@host:5432/db`); unset = the file above",
     )
+    # callback secrets must be recoverable to sign, so they are sealed (AES-GCM), not hashed (service/core/sealing.py)
+    secret_keys: str = setting(
+        "TRISK_SECRET_KEYS",
+        "",
+        "keys sealing callback secrets at rest (`id:base64`, 32 bytes), comma-separated; the first seals; unset: plain",
+    )
 
 
 @dataclass(frozen=True)

@@ -330,3 +330,26 @@ def test_redirects_are_not_followed(local_client: tuple[Any, Settings]) -> None:
     cb = client.get(f"/v1/assessments/{aid}").json()["callback"]
     assert cb["status"] == "failed" and "302" in cb["last_error"]
     assert len(bouncer.requests) == 1 and target.requests == []
+
+
+def test_a_sealed_secret_signs_the_callbacks(sn12_index: NoveltyIndex, test_settings: Settings) -> None:
+    """With TRISK_SECRET_KEYS set the API hands out, and the worker signs with, the secret it keeps sealed."""
+    from service.core.sealing import new_key_spec
+
+    settings = replace(
+        test_settings,
+        redis=replace(test_settings.redis, queue_name=f"trisk:test:{uuid.uuid4().hex}:q"),
+        durable=replace(test_settings.durable, secret_keys=new_key_spec("t1")),
+    )
+    app = create_app(settings, resources=Resources(settings=settings, indexes={"pli": sn12_index}))
+    receiver = Receiver()
+    try:
+        with TestClient(app=app) as tc:
+            client = keyed(tc, issue_test_key(settings, tenant=f"test-sealed-{uuid.uuid4().hex[:8]}"))
+            secret = client.get("/v1/callbacks/secret").json()["secret"].encode()
+            client.post("/v1/assessments", json={**BODY, "callback_url": receiver.url})
+            run_worker_burst(settings)
+    finally:
+        receiver.close()
+    headers, body = receiver.requests[0]
+    assert verify(secret, headers["trisk-signature"], body)

@@ -18,6 +18,7 @@ from litestar.datastructures import MutableScopeHeaders
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.app.auth import RATELIMIT_HEADERS
+from service.app.docs import DOCS_CSP
 from service.core.errors import InputError
 from service.core.telemetry import HTTP_DURATION, HTTP_REQUESTS, log_context
 
@@ -32,7 +33,7 @@ SECURITY_HEADERS: tuple[tuple[str, str], ...] = (
     ("cross-origin-resource-policy", "same-origin"),
     ("cache-control", "no-store"),
 )
-# the interactive docs page loads its own scripts and styles; everything else may load nothing
+# answers are data, never a page: they may load nothing (the docs page has its own policy, service/app/docs.py)
 _API_CSP = "default-src 'none'; frame-ancestors 'none'"
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 _STATE_ID = "trisk_request_id"
@@ -56,8 +57,8 @@ async def add_response_headers(message: Message, scope: Scope) -> None:
     for name, value in SECURITY_HEADERS:
         if name not in headers:
             headers[name] = value
-    if not scope.get("path", "").startswith("/schema") and "content-security-policy" not in headers:
-        headers["content-security-policy"] = _API_CSP
+    if "content-security-policy" not in headers:
+        headers["content-security-policy"] = DOCS_CSP if scope.get("path", "").startswith("/schema") else _API_CSP
     headers["x-request-id"] = _request_id(scope)
     for name, value in scope.get("state", {}).get(RATELIMIT_HEADERS, {}).items():
         headers[name] = value

@@ -23,6 +23,7 @@ from service.app.auth import KeyCache
 from service.app.batches.controllers import BatchController
 from service.app.calibration.controllers import CalibrationController
 from service.app.deps import dependencies
+from service.app.docs import docs_assets, render_plugins
 from service.app.health.controllers import HealthController
 from service.app.keys.controllers import CallbackSecretController, KeyController
 from service.app.mata.controllers import MataController
@@ -85,6 +86,7 @@ class TriskPlugin(InitPluginProtocol):
                 MataController,
             ]
         )
+        app_config.route_handlers.append(docs_assets())
         if not self.settings.api.metrics_port:
             app_config.route_handlers.append(MetricsController)
         app_config.dependencies.update({**dependencies(), **self.dependency_overrides})
@@ -98,6 +100,7 @@ class TriskPlugin(InitPluginProtocol):
                 "candidate translations most need a human look."
             ),
             path="/schema",
+            render_plugins=render_plugins(),
             use_handler_docstrings=False,
             components=Components(
                 security_schemes={

@@ -77,7 +77,9 @@ def test_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings
             callback_allow_networks="127.0.0.0/8",
         ),
         # every test client is "testclient": one test's bad keys must not lock the next out (a test of it sets it)
-        api=replace(base.api, rate_per_key=0, rate_per_tenant=0, auth_failures_per_minute=0),
+        api=replace(
+            base.api, rate_per_key=0, rate_per_tenant=0, auth_failures_per_minute=0, operator_tenants=TEST_TENANT
+        ),
     )
     yield settings
     # jobs left on this session's queue (e.g. from fuzzing) would never run: drop them with the queue

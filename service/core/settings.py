@@ -390,6 +390,12 @@ class ApiSettings(SettingsGroup):
     metrics_port: int = setting(
         "TRISK_METRICS_PORT", 0, "serve Prometheus metrics on this port (0 = on the API port, admin scope)"
     )
+    # the process metrics count every tenant's traffic: they are the deployment's, not any one tenant's
+    operator_tenants: str = setting(
+        "TRISK_OPERATOR_TENANTS",
+        "local",
+        "comma-separated tenants whose admin keys may read the process metrics at /metrics (`make up`'s is `local`)",
+    )
     worker_metrics_port: int = setting(
         "TRISK_WORKER_METRICS_PORT", 0, "a worker serves its Prometheus metrics on this port (0 = off)"
     )

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from service.core.durable import DurableStore
 from service.core.durable.access import AccessStore
 from service.core.durable.schema import callback_secrets
-from service.core.sealing import SealError, Sealer, new_key_spec
+from service.core.sealing import Sealer, SealError, new_key_spec
 
 K1, K2 = new_key_spec("k1"), new_key_spec("k2")
 

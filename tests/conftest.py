@@ -202,7 +202,10 @@ def _loopback_resolver(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
     async def resolve(host: str, port: int) -> list[Any]:
         if host in table:
             return [ipaddress.ip_address(a) for a in table[host]]
-        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        try:
+            return [ipaddress.ip_address(host)]  # a literal address resolves to itself, as getaddrinfo has it
+        except ValueError:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known") from None
 
     monkeypatch.setattr(callbacks, "_resolve", resolve)
     return table

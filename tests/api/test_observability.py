@@ -13,7 +13,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from service.core.settings import Settings
-from service.core.telemetry import JsonFormatter, TextFormatter, log_context
+from service.core.telemetry import JsonFormatter, configure_logging, log_context
 from tests.conftest import TEST_TENANT
 from tests.worker_support import CallbackReceiver, run_worker_burst
 
@@ -112,10 +112,25 @@ def test_no_key_and_no_text_ever_reach_the_logs(
     assert access[0]["tenant"] == TEST_TENANT
 
 
-@pytest.mark.parametrize("formatter", [JsonFormatter(), TextFormatter()], ids=["json", "text"])
-def test_a_message_cannot_forge_a_log_line(formatter: logging.Formatter) -> None:
+def _formatter(fmt: str) -> logging.Formatter:
+    """The formatter a process configured with TRISK_LOG_FORMAT=``fmt`` writes its lines with."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        configure_logging(fmt)
+        formatter = root.handlers[0].formatter
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    assert formatter is not None
+    return formatter
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_a_message_cannot_forge_a_log_line(fmt: str) -> None:
     """The finding: in the text format a decoded path with %0a wrote a forged line into the log. Every record is one
     line in both formats, with control and bidi characters escaped."""
+    formatter = _formatter(fmt)
     hostile = "/v1/x\nINFO trisk.access GET /v1/admin 200\r\x1b[2J\u202etxt.exe\u2028"
     record = logging.LogRecord("trisk.test", logging.WARNING, __file__, 1, "not found: %s", (hostile,), None)
     try:
@@ -135,7 +150,7 @@ def test_a_message_cannot_forge_a_log_line(formatter: logging.Formatter) -> None
 def test_decoded_paths_and_callback_queries_stay_out_of_the_text_log(
     client: Any, test_settings: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
-    formatter = TextFormatter()
+    formatter = _formatter("text")
     lines: list[str] = []
 
     class Capture(logging.Handler):

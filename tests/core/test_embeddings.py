@@ -28,7 +28,6 @@ from service.core.embeddings import (
     OpenAIEmbedder,
     content_hash,
     embeddings_url,
-    for_tenant,
     make_embedder,
     open_embedder,
     packaged_minilm_paths,
@@ -490,6 +489,8 @@ def test_cache_memory_layer_embeds_each_text_once() -> None:
 
 def test_cache_keeps_each_tenants_vectors_apart() -> None:
     """A text another tenant sent is embedded again: a tenant cannot learn from the cache's speed what others sent."""
+    from service.core.embeddings import for_tenant
+
     inner = Counting()
     cache = CachedEmbedder(inner)
     a, b = cache.for_tenant("team-a"), cache.for_tenant("team-b")

@@ -3,9 +3,11 @@ and assessment ids, and never a key or a text body in any log line."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import uuid
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -75,19 +77,7 @@ def test_no_key_and_no_text_ever_reach_the_logs(
     client: Any, test_settings: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
     token = client.headers["Authorization"].removeprefix("Bearer ")
-    formatter = JsonFormatter()
-    lines: list[str] = []
-
-    class Capture(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            lines.append(formatter.format(record))
-
-    handler = Capture(level=logging.DEBUG)
-    root = logging.getLogger()
-    root.addHandler(handler)
-    old = root.level
-    root.setLevel(logging.DEBUG)
-    try:
+    with _captured(JsonFormatter()) as lines:
         body = {
             "source": {"text": "Evaṃ me sutaṃ.", "lang": "pli"},
             "candidates": [{"id": "a", "text": SECRET_TEXT}, {"id": "b", "text": "x" * 60_000}],
@@ -97,9 +87,6 @@ def test_no_key_and_no_text_ever_reach_the_logs(
         assert ok.status_code == 202
         client.get("/v1/review/queue", headers={"X-Request-ID": "trace-me"})
         run_worker_burst(test_settings)
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(old)
     assert lines, "nothing was logged at all"
     blob = "\n".join(lines)
     assert token not in blob and token.split("_", 2)[2] not in blob  # the secret may itself hold "_"
@@ -150,36 +137,55 @@ def test_a_message_cannot_forge_a_log_line(fmt: str) -> None:
 def test_decoded_paths_and_callback_queries_stay_out_of_the_text_log(
     client: Any, test_settings: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
-    formatter = _formatter("text")
+    receiver = CallbackReceiver([200])
+    try:
+        with _captured(_formatter("text")) as lines:
+            _hostile_traffic(client, test_settings, receiver.url)
+    finally:
+        receiver.close()
+    assert receiver.bodies, "the callback was not delivered"
+    blob = "\n".join(lines)
+    # the 503's warning names the decoded path: escaped, on its one line
+    assert any("/v1/assessments/x\\nINFO trisk.access forged" in line for line in lines), lines
+    assert "receiver-secret" not in blob  # httpx logs every request's URL: the query is dropped
+    assert not any(line.startswith(("INFO trisk.access forged", "forged")) for line in blob.split("\n"))
+    assert all("\n" not in line for line in lines)
+
+
+@contextlib.contextmanager
+def _captured(formatter: logging.Formatter) -> Iterator[list[str]]:
+    """Every record logged inside the block (DEBUG and up), as ``formatter`` writes it."""
     lines: list[str] = []
 
     class Capture(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
             lines.append(formatter.format(record))
 
-    receiver = CallbackReceiver([200])
     handler = Capture(level=logging.DEBUG)
     root = logging.getLogger()
     root.addHandler(handler)
     old = root.level
     root.setLevel(logging.DEBUG)
     try:
-        client.get("/v1/assessments/x%0aINFO%20trisk.access%20forged")
-        client.get("/v1/nowhere%0d%0aforged")
-        body = {
-            "source": {"text": "Evaṃ me sutaṃ.", "lang": "pli"},
-            "candidates": [{"id": "a", "text": "Thus have I heard."}],
-            "checks": ["hard_flags"],
-            "callback_url": receiver.url + "?token=receiver-secret",
-        }
-        assert client.post("/v1/assessments", json=body).status_code == 202
-        run_worker_burst(test_settings)
+        yield lines
     finally:
         root.removeHandler(handler)
         root.setLevel(old)
-        receiver.close()
-    assert receiver.bodies, "the callback was not delivered"
-    blob = "\n".join(lines)
-    assert "receiver-secret" not in blob  # httpx logs every request's URL: the query is dropped
-    assert not any(line.startswith(("INFO trisk.access forged", "forged")) for line in blob.split("\n"))
-    assert all("\n" not in line for line in lines)
+
+
+def _hostile_traffic(client: Any, settings: Settings, receiver_url: str) -> None:
+    resources = client.app.state.resources
+    keys, resources.keys = resources.keys, None  # the key store "not open": a 503, logged with the request's path
+    try:
+        assert client.get("/v1/assessments/x%0aINFO%20trisk.access%20forged").status_code == 503
+    finally:
+        resources.keys = keys
+    client.get("/v1/nowhere%0d%0aforged")
+    body = {
+        "source": {"text": "Evaṃ me sutaṃ.", "lang": "pli"},
+        "candidates": [{"id": "a", "text": "Thus have I heard."}],
+        "checks": ["hard_flags"],
+        "callback_url": receiver_url + "?token=receiver-secret",
+    }
+    assert client.post("/v1/assessments", json=body).status_code == 202
+    run_worker_burst(settings)

@@ -56,12 +56,13 @@ def test_old_plaintext_rows_still_read_and_reseal_under_the_first_key(durable_st
 def test_a_sealed_row_does_not_open_for_another_tenant(durable_store: DurableStore) -> None:
     a, b = _tenant(), _tenant()
     sealer = Sealer.from_setting(K1)
-    AccessStore(durable_store, sealer).callback_secret(a)
+    secret = AccessStore(durable_store, sealer).callback_secret(a)
     (stored,) = _rows(durable_store, a)
     with durable_store._insert() as con:  # a row copied over to another tenant
         con.execute(callback_secrets.insert().values(tenant=b, secret=stored, created_at=time.time()))
     with pytest.raises(SealError, match="does not open"):
         AccessStore(durable_store, sealer).callback_secret(b)
+    assert AccessStore(durable_store, sealer).callback_secret(a) == secret  # its own tenant's still opens
 
 
 @pytest.mark.parametrize(

@@ -53,8 +53,10 @@ async def run(args: argparse.Namespace, server: FakeOpenAIServer) -> None:
         spent = sum(r.usage.prompt_tokens + r.usage.completion_tokens for r in answered)
         _, counted = await meter.used()
         print(f"{args.calls} concurrent calls of max_tokens {args.max_tokens}, budget {args.budget} tokens:")
-        print(f"  answered {len(answered)}, refused before sending {refused}, requests the provider saw "
-              f"{len(server.requests_for('spender'))}")
+        print(
+            f"  answered {len(answered)}, refused before sending {refused}, requests the provider saw "
+            f"{len(server.requests_for('spender'))}"
+        )
         print(f"  tokens the provider reported {spent}; the tenant's counter {counted}; budget {args.budget}")
     finally:
         await client.aclose()

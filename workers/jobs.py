@@ -37,10 +37,12 @@ import redis.exceptions
 from arq import Retry
 from redis.asyncio import Redis
 
+from service import __version__
 from service.core import lanes
 from service.core.budget import SeenScores
 from service.core.callbacks import CallbackRefused, post_callback
 from service.core.durable.access import AccessStore
+from service.core.embeddings import encoder_threads
 from service.core.errors import NotFound, TriskError, UpstreamError
 from service.core.llm import NO_PROVIDER
 from service.core.novelty_report import NoveltyPending, source_novelty
@@ -58,6 +60,7 @@ from service.core.records import (
     PromptVersion,
     callback_events,
 )
+from service.core.redact import redact_url
 from service.core.redis_client import REDIS_AWAY, waiting_retry
 from service.core.risk import RiskRegistry
 from service.core.risk_catalog import ModelCatalog
@@ -66,6 +69,7 @@ from service.core.store import AssessmentState, Store
 from service.core.telemetry import CHECK_FAILURES, log_context, timed_job
 from service.core.types import SignalSkipped
 from service.core.views import render_assessment
+from service.core.worker_registry import Capabilities, Heartbeat, IndexState, JudgeConfig
 
 __all__ = [
     "MAX_TRIES",
@@ -165,11 +169,14 @@ class Embedders:
 
 
 class Indexes:
-    """The novelty indexes, loaded on first use: only batch items leave their novelty to the workers."""
+    """The novelty indexes of ``TRISK_INDEX_PATH``, the same files the API loads: read when the worker starts (``load``)
+    so the first batch item waits for no load and the heartbeat says which index this worker has."""
 
-    def __init__(self, paths: str) -> None:
+    def __init__(self, paths: str, expected: str = "") -> None:
         self.paths = paths
+        self.expected = expected
         self._loaded: dict[str, Any] | None = None
+        self.errors: dict[str, str] = {}
         self._lock = asyncio.Lock()
 
     async def get(self) -> dict[str, Any]:
@@ -177,10 +184,14 @@ class Indexes:
             if self._loaded is None:
                 from service.core.novelty import load_indexes
 
-                self._loaded, errors = await asyncio.to_thread(load_indexes, self.paths)
-                for path, error in errors.items():
-                    logger.error("novelty index %s not loaded: %s", path, error)
+                self._loaded, self.errors = await asyncio.to_thread(load_indexes, self.paths, self.expected)
             return self._loaded
+
+    async def load(self) -> None:
+        await self.get()
+
+    def signatures(self) -> dict[str, str]:
+        return {lang: ix.signature_id for lang, ix in (self._loaded or {}).items()}
 
 
 async def startup(ctx: dict[str, Any]) -> None:
@@ -209,7 +220,9 @@ async def startup(ctx: dict[str, Any]) -> None:
         [settings.risk.model, settings.risk.routing_model],
         embedders.peer_signature.get("model_id"),
     )
-    ctx.setdefault("indexes", Indexes(settings.index.path))
+    indexes: Indexes = ctx.setdefault("indexes", Indexes(settings.index.path, settings.index.signature))
+    if ctx.get("load_index", True):
+        await indexes.load()
     ctx.setdefault("length_models", {})
     ctx.setdefault("critical", default_checker())
     if "llm" not in ctx:
@@ -219,10 +232,36 @@ async def startup(ctx: dict[str, Any]) -> None:
     ctx.setdefault("llm_panel", load_panel(settings.llm.panel, panels_dir=Path(settings.risk.models_dir) / "panels"))
     ctx.setdefault("http", httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=3.0), follow_redirects=False))
     ctx.setdefault("retry_delay", retry_delay)
+    if "heartbeat" not in ctx:
+        ctx["heartbeat"] = Heartbeat(client, settings.redis.queue_name, __version__, capabilities(ctx))
+        await ctx["heartbeat"].start()
     logger.info("worker ready: peer embedding %s, LLM %s", embedders.peer_signature, "on" if ctx["llm"] else "off")
 
 
+def capabilities(ctx: dict[str, Any]) -> Capabilities:
+    """What this worker publishes about itself (service.core.worker_registry): its judges, index and encoders."""
+    settings: Settings = ctx["settings"]
+    panel = ctx.get("llm_panel")
+    embedders: Embedders = ctx["embedders"]
+    indexes: Indexes = ctx["indexes"]
+    return Capabilities(
+        judges=JudgeConfig(
+            llm_configured=ctx.get("llm") is not None,
+            provider=redact_url(settings.llm.base_url) if settings.llm.base_url else None,
+            panel=panel.name if panel is not None else settings.llm.panel,
+            judge_models=[j.model for j in panel.judges] if panel is not None else [],
+        ),
+        index=IndexState(signatures=indexes.signatures(), errors=dict(indexes.errors)),
+        embedding={
+            k: str(v) for k, v in (("peer", embedders.peer_signature.get("model_id")),) if v is not None
+        },
+        encoder_threads=encoder_threads(settings.embedding),
+    )
+
+
 async def shutdown(ctx: dict[str, Any]) -> None:
+    if ctx.get("heartbeat") is not None:
+        await ctx["heartbeat"].stop()
     if ctx.get("llm") is not None:
         await ctx["llm"].aclose()
     if ctx.get("http") is not None:

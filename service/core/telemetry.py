@@ -20,6 +20,8 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
+from service.core.redact import scrub
+
 __all__ = [
     "ASSESSMENT_ID",
     "CHECK_FAILURES",
@@ -34,7 +36,9 @@ __all__ = [
     "RATE_LIMITED",
     "REQUEST_ID",
     "TENANT",
+    "WORKERS_LIVE",
     "JsonFormatter",
+    "TextFormatter",
     "configure_logging",
     "log_context",
     "start_metrics_server",
@@ -51,6 +55,10 @@ HTTP_DURATION = Histogram(
 )
 RATE_LIMITED = Counter("trisk_rate_limited_total", "requests refused by a rate limit", ["limit"])
 QUEUE_DEPTH = Gauge("trisk_queue_depth", "jobs waiting in a queue (read at scrape time)", ["queue"])
+WORKERS_LIVE = Gauge(
+    "trisk_workers_live", "workers with a live heartbeat in Redis, per queue and release (read at scrape time)",
+    ["queue", "release"],
+)
 JOB_DURATION = Histogram("trisk_job_duration_seconds", "worker job run time", ["job", "outcome"], buckets=_JOB_BUCKETS)
 CHECK_FAILURES = Counter(
     "trisk_check_failures_total", "assessment work that failed, per tier (cheap, llm, tail, callback)", ["check"]
@@ -105,36 +113,48 @@ def log_context(**values: str | None) -> Iterator[None]:
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, the context ids, and the exception if any."""
+    """One JSON object per line: time, level, logger, message, the context ids, and the exception if any; credentials
+    masked (service.core.redact), whichever library wrote the line."""
 
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
             "ts": round(record.created, 3),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": scrub(record.getMessage()),
         }
         for key, var in _CONTEXT.items():
             value = var.get()
             if value is not None:
                 out[key] = value
         if record.exc_info:
-            out["exc"] = self.formatException(record.exc_info)
+            out["exc"] = scrub(self.formatException(record.exc_info))
         return json.dumps(out, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    """Plain lines for a terminal, credentials masked as in the JSON lines."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        return scrub(super().format(record))
+
+
+# every library logger that sets up handlers of its own: its lines go through the one root handler instead
+_SERVER_LOGGERS = ("uvicorn", "uvicorn.access", "uvicorn.error", "arq", "arq.worker", "arq.jobs", "litestar")
 
 
 def configure_logging(fmt: str = "json", level: int = logging.INFO) -> None:
     """Root logging for a process: JSON lines (``fmt="json"``) or plain text for a terminal."""
     handler = logging.StreamHandler(sys.stderr)
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    # the servers' own loggers (uvicorn's access log, arq's job log) go through the same handler
-    for name in ("uvicorn", "uvicorn.access", "uvicorn.error", "arq"):
+    # the servers' own loggers (uvicorn's, arq's, Litestar's) go through the same handler
+    for name in _SERVER_LOGGERS:
         lg = logging.getLogger(name)
         lg.handlers[:] = []
         lg.propagate = True

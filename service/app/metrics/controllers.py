@@ -9,6 +9,7 @@ from litestar import Controller, Response, get
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from service.app.auth import access
+from service.app.health.services import workers_report
 from service.app.resources import Resources
 from service.core.telemetry import QUEUE_DEPTH
 
@@ -18,9 +19,11 @@ logger = logging.getLogger("trisk.metrics")
 
 
 async def refresh_queue_depth(resources: Resources) -> None:
-    """Read the ARQ queue's length (a sorted set) into the gauge; a Redis outage leaves the last value."""
+    """Read the ARQ queue's length (a sorted set) and the live workers (their heartbeats) into the gauges; a Redis
+    outage leaves the last values."""
     if resources.redis is None:
         return
+    await workers_report(resources)
     queue = resources.settings.redis.queue_name
     try:
         depth = await asyncio.wait_for(resources.redis.zcard(queue), timeout=1.0)
@@ -38,7 +41,7 @@ class MetricsController(Controller):
     @get(
         operation_id="getMetrics",
         **access("admin"),
-        summary="Prometheus metrics of this API process (request latency per route, queue depth, rate limits)",
+        summary="Prometheus metrics of this API process (latency per route, queue depth, live workers, rate limits)",
         media_type=CONTENT_TYPE_LATEST,
     )
     async def metrics(self, resources: Resources) -> Response[bytes]:

@@ -16,7 +16,7 @@ from sqlalchemy.exc import ArgumentError, IntegrityError
 
 from service.core.settings import DurableSettings, SettingError
 
-__all__ = ["database_url", "describe", "is_duplicate_key", "lock", "make_engine", "write_transaction"]
+__all__ = ["database_url", "describe", "is_duplicate_key", "lock", "make_engine", "ping", "write_transaction"]
 
 _WRITE = "trisk_durable_write"  # execution option: this connection's transaction will write
 _POSTGRES_SCHEMES = {"postgresql", "postgres", "postgresql+psycopg"}
@@ -107,3 +107,9 @@ def is_duplicate_key(exc: IntegrityError) -> bool:
     if getattr(orig, "sqlstate", None) == "23505":  # PostgreSQL unique_violation
         return True
     return getattr(orig, "sqlite_errorname", None) in ("SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_CONSTRAINT_UNIQUE")
+
+
+def ping(engine: Engine) -> None:
+    """One round trip to the database (readiness): raises when it does not answer."""
+    with engine.connect() as con:
+        con.execute(sa.text("SELECT 1"))

@@ -89,8 +89,8 @@ def cmd_settings(args: argparse.Namespace) -> int:
 
 
 def cmd_db(args: argparse.Namespace) -> int:
-    from service.core.durable import database_url, describe, make_engine
-    from service.core.durable.migrate import current, head, revision, upgrade
+    from service.core.durable import database_url, describe, make_engine, migrate
+    from service.core.durable.migrate import revision, schema_state, upgrade
 
     if args.db_command == "revision":
         path = revision(args.message)
@@ -106,13 +106,22 @@ def cmd_db(args: argparse.Namespace) -> int:
         if args.db_command == "upgrade":
             before, after = upgrade(engine)
             did = "already at" if before == after else f"upgraded from {before or 'unversioned'} to"
-            print(f"durable store ({describe(url)}): {did} revision {after}")
+            newer = " (newer than this release's; tolerated)" if before == after != migrate.head() else ""
+            print(f"durable store ({describe(url)}): {did} revision {after}{newer}")
             return 0
         with engine.connect() as con:
-            at = current(con)
-        latest = head()
-        print(f"durable store ({describe(url)}): revision {at or 'none'}, latest {latest}")
-        return 0 if at == latest else 1
+            state = schema_state(con)
+        if state.ahead:
+            verdict = (
+                "tolerated" if state.tolerated else f"refused: needs code at {state.floor or 'an unknown revision'}"
+            )
+            print(
+                f"durable store ({describe(url)}): revision {state.at}, newer than this release's {state.head} "
+                f"({verdict})"
+            )
+            return 0 if state.tolerated else 1
+        print(f"durable store ({describe(url)}): revision {state.at or 'none'}, latest {state.head}")
+        return 0 if state.at == state.head else 1
     finally:
         engine.dispose()
 

@@ -60,7 +60,7 @@ from service.core.records import (
     PromptVersion,
     callback_events,
 )
-from service.core.redact import redact_url
+from service.core.redact import redact_url, remember
 from service.core.redis_client import REDIS_AWAY, waiting_retry
 from service.core.risk import RiskRegistry
 from service.core.risk_catalog import ModelCatalog
@@ -201,6 +201,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     from service.core.llm import LLMClient, ResponseCache, load_panel
 
     settings: Settings = ctx.setdefault("settings", get_settings())
+    remember(settings)  # its credentials are masked in every log line from here on
     if settings.jobs.worker_nice and ctx.get("nice", True):
         # the API answers in milliseconds and must not wait behind embedding batches on a shared machine
         os.nice(settings.jobs.worker_nice)

@@ -56,17 +56,28 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def cmd_build_index(args: argparse.Namespace) -> int:
-    from service.core.novelty import IndexParams, build_index
+    from service.core.novelty import IndexParams, build_index, corpus_hash
 
     t0 = time.perf_counter()
     passages = _load(args)
     t_load = time.perf_counter() - t0
+    if args.expect_corpus_sha256:
+        # the image is built from a pinned snapshot (Dockerfile, CORPUS_SHA256): another one fails the build
+        got = corpus_hash(passages)
+        if got != args.expect_corpus_sha256:
+            print(
+                f"trisk: the corpus read ({len(passages)} passages) has sha256 {got}, not the pinned "
+                f"{args.expect_corpus_sha256}: another snapshot than the one this build pins",
+                file=sys.stderr,
+            )
+            return 1
     params = IndexParams(filters=_filters(args), sketch_dim=args.sketch_dim, rerank=args.rerank)
     index = build_index(passages, lang=args.lang, params=params, name=args.name)
     out = index.save(args.out)
     sig = index.signature
     print(f"read {len(passages)} passages in {t_load:.1f}s")
     print(f"built index {sig['id']} ({sig['lang']}, {sig['passages']} passages, {sig['eligible_passages']} eligible)")
+    print(f"corpus sha256 {sig['corpus_sha256']}, content sha256 {sig['content_sha256']}")
     print(f"build seconds: {json.dumps(sig['build_seconds'])}")
     print(f"wrote {out} ({out.stat().st_size / 1e6:.0f} MB)")
     return 0
@@ -232,6 +243,7 @@ def _main(argv: list[str] | None) -> int:
     p.add_argument("--name", default="pli-sutta")
     p.add_argument("--sketch-dim", type=int, default=256)
     p.add_argument("--rerank", type=int, default=16)
+    p.add_argument("--expect-corpus-sha256", help="refuse to build unless the corpus read has this sha256")
     p.set_defaults(func=cmd_build_index)
 
     p = sub.add_parser("openapi", help="print (or write) the OpenAPI document")

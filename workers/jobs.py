@@ -231,7 +231,12 @@ async def startup(ctx: dict[str, Any]) -> None:
             LLMClient.from_settings(settings.llm, cache=ResponseCache(client)) if settings.llm.configured else None
         )
     ctx.setdefault("llm_panel", load_panel(settings.llm.panel, panels_dir=Path(settings.risk.models_dir) / "panels"))
-    ctx.setdefault("http", httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=3.0), follow_redirects=False))
+    # callbacks go straight to the address the policy checked, never through HTTPS_PROXY (the LLM client's egress
+    # route in a cluster, k8s/components/llm-egress-proxy): a proxy would resolve the name again, past the check
+    ctx.setdefault(
+        "http",
+        httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=3.0), follow_redirects=False, trust_env=False),
+    )
     ctx.setdefault("retry_delay", retry_delay)
     if "heartbeat" not in ctx:
         ctx["heartbeat"] = Heartbeat(client, settings.redis.queue_name, __version__, capabilities(ctx))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
-import sys
+import logging.config
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,6 +41,7 @@ __all__ = [
     "TextFormatter",
     "configure_logging",
     "log_context",
+    "logging_config",
     "start_metrics_server",
     "timed_job",
 ]
@@ -146,15 +147,22 @@ class TextFormatter(logging.Formatter):
 _SERVER_LOGGERS = ("uvicorn", "uvicorn.access", "uvicorn.error", "arq", "arq.worker", "arq.jobs", "litestar")
 
 
+def logging_config(fmt: str = "json", level: int = logging.INFO) -> dict[str, Any]:
+    """The process's logging as a ``logging.config.dictConfig`` dict: one stderr handler on the root, JSON lines
+    (``fmt="json"``) or plain text, and every server library's logger sent to it. ``arq --custom-log-dict`` takes
+    it too (workers/settings.py: ``LOG_CONFIG``), so even arq's lines before the worker's start are JSON."""
+    formatter = "service.core.telemetry.JsonFormatter" if fmt == "json" else "service.core.telemetry.TextFormatter"
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"trisk": {"()": formatter}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr", "formatter": "trisk"}},
+        "root": {"handlers": ["stderr"], "level": logging.getLevelName(level)},
+        # the servers' own loggers (uvicorn's, arq's, Litestar's) go through the same handler
+        "loggers": {name: {"handlers": [], "propagate": True} for name in _SERVER_LOGGERS},
+    }
+
+
 def configure_logging(fmt: str = "json", level: int = logging.INFO) -> None:
     """Root logging for a process: JSON lines (``fmt="json"``) or plain text for a terminal."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    # the servers' own loggers (uvicorn's, arq's, Litestar's) go through the same handler
-    for name in _SERVER_LOGGERS:
-        lg = logging.getLogger(name)
-        lg.handlers[:] = []
-        lg.propagate = True
+    logging.config.dictConfig(logging_config(fmt, level))

@@ -350,11 +350,18 @@ def _worker_settings() -> Any:
     return WorkerSettings
 
 
-def test_worker_command_names_the_worker_settings() -> None:
+def test_worker_command_names_the_worker_settings_and_its_log_config() -> None:
+    import importlib
+
     command = _container("trisk-worker", "worker")["command"]
     assert command[0] == "arq"
-    module, _, attr = command[1].rpartition(".")
+    module, _, attr = command[-1].rpartition(".")
     assert f"{module}.{attr}" == f"{_worker_settings().__module__}.{_worker_settings().__name__}"
+    # arq's own logging (its first lines come before the worker's startup) is the service's JSON
+    log_module, _, log_attr = command[command.index("--custom-log-dict") + 1].rpartition(".")
+    config = getattr(importlib.import_module(log_module), log_attr)
+    assert config["formatters"]["trisk"]["()"].endswith("JsonFormatter") or _config()["TRISK_LOG_FORMAT"] != "json"
+    assert _config()["TRISK_LOG_FORMAT"] == "json"
 
 
 # the seconds a worker needs after its drain to close its Redis and database clients and exit, and the most the

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from service.core.corpus import FilterRules, Passage, apply_filters, load_bilara, load_jsonl
-from service.core.settings import SettingError, get_settings, settings_table
+from service.core.settings import SHARED_DIR, SettingError, declared_settings, get_settings, settings_table
 
 __all__ = ["main"]
 
@@ -95,7 +95,24 @@ def cmd_openapi(args: argparse.Namespace) -> int:
 
 
 def cmd_settings(args: argparse.Namespace) -> int:
-    sys.stdout.write(settings_table())
+    if not args.current:
+        sys.stdout.write(settings_table())
+        return 0
+    from service.core.redact import is_secret_setting, redact_url, remember, scrub
+
+    settings = get_settings()
+    remember(settings)
+    print("| variable | value |\n| --- | --- |")
+    for path, spec in declared_settings():
+        group, _, name = path.rpartition(".")
+        value = getattr(getattr(settings, group), name) if group else str(SHARED_DIR)
+        if is_secret_setting(spec.env):
+            shown = "(set)" if value else "unset"
+        elif isinstance(value, str) and "://" in value:
+            shown = redact_url(value)
+        else:
+            shown = "unset" if value == "" else str(value)
+        print(f"| `{spec.env}` | {scrub(shown)} |")
     return 0
 
 
@@ -265,6 +282,7 @@ def _main(argv: list[str] | None) -> int:
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("settings", help="print the configuration table (every environment variable, its default)")
+    p.add_argument("--current", action="store_true", help="this process's values instead, credentials masked")
     p.set_defaults(func=cmd_settings)
 
     p = sub.add_parser("db", help="the durable store's schema: upgrade it, show its revision, write a migration")

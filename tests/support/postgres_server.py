@@ -133,13 +133,17 @@ class PrivatePostgres:
         cmd = [str(pg_bin() / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"]
         subprocess.run(self._as_postgres(cmd), capture_output=True, timeout=60, check=False)
 
-    def create_database(self, name: str) -> None:
+    def create_database(self, name: str, owner: str = "trisk") -> None:
+        """A database and the role that owns it (the role the service's URL names)."""
         engine = sa.create_engine(
             f"postgresql+psycopg://postgres@/postgres?host={self.sockets}&port={self.port}",
             isolation_level="AUTOCOMMIT",
         )
         try:
             with engine.connect() as con:
-                con.exec_driver_sql(f'CREATE DATABASE "{name}"')
+                exists = con.exec_driver_sql("SELECT 1 FROM pg_roles WHERE rolname = %s", (owner,)).first()
+                if exists is None:
+                    con.exec_driver_sql(f'CREATE ROLE "{owner}" LOGIN')
+                con.exec_driver_sql(f'CREATE DATABASE "{name}" OWNER "{owner}"')
         finally:
             engine.dispose()

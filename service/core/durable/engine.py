@@ -22,6 +22,8 @@ _WRITE = "trisk_durable_write"  # execution option: this connection's transactio
 _POSTGRES_SCHEMES = {"postgresql", "postgres", "postgresql+psycopg"}
 # seconds a writer waits for another one: SQLite's busy timeout and PostgreSQL's connect timeout
 _WAIT_SECONDS = 30
+# milliseconds unacknowledged data may wait before the connection is given up (tests/deploy/test_rehearsal.py)
+_TCP_USER_TIMEOUT_MS = 15_000
 
 
 def database_url(settings: DurableSettings) -> sa.URL:
@@ -60,7 +62,18 @@ def make_engine(url: sa.URL) -> Engine:
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
         return engine
-    connect_args: dict[str, Any] = {"connect_timeout": _WAIT_SECONDS, "application_name": "trisk"}
+    connect_args: dict[str, Any] = {
+        "connect_timeout": _WAIT_SECONDS,
+        "application_name": "trisk",
+        # a database cut off mid-request (a partition, a failed-over host that vanished) fails the request within
+        # TCP_USER_TIMEOUT instead of hanging for the kernel's retransmission timeout (about 15 minutes); keepalives
+        # find a dead pooled connection while it is idle
+        "tcp_user_timeout": _TCP_USER_TIMEOUT_MS,
+        "keepalives": 1,
+        "keepalives_idle": 30,
+        "keepalives_interval": 5,
+        "keepalives_count": 3,
+    }
     for key in connect_args.copy():
         if key in url.query:  # what the URL says wins
             del connect_args[key]

@@ -43,7 +43,7 @@ from service.core.budget import SeenScores
 from service.core.callbacks import CallbackRefused, post_callback
 from service.core.durable.access import AccessStore
 from service.core.embeddings import encoder_threads
-from service.core.errors import NotFound, TriskError, UpstreamError
+from service.core.errors import NotFound, TriskError, Unavailable, UpstreamError
 from service.core.llm import NO_PROVIDER
 from service.core.novelty_report import NoveltyPending, source_novelty
 from service.core.pipeline import cheap_tier, check_embedding_models, final_part, final_risks
@@ -116,7 +116,9 @@ def _stopped_by_timeout(ctx: dict[str, Any], started: float, *, cheap: bool = Fa
     return (deadline > 0 and elapsed >= deadline) or elapsed >= limit - 1.0
 
 
-TRANSIENT = (UpstreamError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+# a dependency away for a moment (Redis, the network, the provider, and the durable store: a database that fails over
+# or a partition that heals) is retried; tests/deploy/test_rehearsal.py cuts a worker off mid-job
+TRANSIENT = (UpstreamError, Unavailable, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
 
 
 def retry_delay(tries: int) -> float:

@@ -441,6 +441,8 @@ def test_a_cluster_rehearsed_in_network_namespaces(network: Network, sn12_index:
         time.sleep(20)  # past TRISK_JOB_LEASE_SECONDS (15 s): the job's lease lapses while its worker is away
         network.heal("worker")
         _complete_once(client, batch)
+        statuses = [client.get(f"/v1/assessments/{a}").json()["status"] for a in batch]
+        print(f"batch complete after the worker's partition: {statuses}")
         assert worker.alive(), f"the worker gave up instead of waiting for Redis:\n{worker.tail()}"
 
         # -- the API cut off from PostgreSQL mid-verdict: a clear error, nothing written; then recorded once
@@ -452,6 +454,7 @@ def test_a_cluster_rehearsed_in_network_namespaces(network: Network, sn12_index:
         network.heal("db")
         assert refused.status_code == 503 and refused.headers["content-type"].startswith("application/problem+json")
         assert seconds < 40, f"the verdict waited {seconds:.0f}s for a database that was cut off"
+        print(f"verdict refused {seconds:.1f}s after the API lost the database: {refused.json()['detail']}")
         deadline = time.monotonic() + 60
         while _verdict_count(client, other) is None:
             assert time.monotonic() < deadline, "the API did not reach the database again"

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Iterator
 from io import BytesIO
 from pathlib import Path
 from typing import Any
@@ -32,24 +31,12 @@ from service.core.durable.migrate import MIGRATIONS, VERSION_TABLE, SchemaTooNew
 from service.core.settings import DurableSettings
 from service.evaluation import free_port
 from tests.conftest import TEST_REDIS_URL
-from tests.durable_support import PostgresServer, pg_settings, sqlite_settings, uses_engine
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_FILE = Path(__file__).with_name("rollback_base.txt")
 # the mark of the rollback rule in the code: releases before it stop on any revision they do not know
 RULE_MARK = "class SchemaTooNew"
 RULE_FILE = "service/core/durable/migrate.py"
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def empty_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DurableSettings]:
-    uses_engine(request, request.param)
-    if request.param == "sqlite":
-        yield sqlite_settings(tmp_path)
-        return
-    server: PostgresServer = request.getfixturevalue("postgres")
-    with server.fresh_database() as url:
-        yield pg_settings(url)
 
 
 def _engine(settings: DurableSettings) -> sa.Engine:
@@ -148,9 +135,9 @@ def _steps() -> list[tuple[str, str, Any]]:
     ]
 
 
-def test_every_migration_expands_unless_it_declares_a_floor(empty_db: DurableSettings) -> None:
+def test_every_migration_expands_unless_it_declares_a_floor(fresh_settings: DurableSettings) -> None:
     """Step by step from the first revision (which adopts the hand-written schema) to the head."""
-    engine = _engine(empty_db)
+    engine = _engine(fresh_settings)
     try:
         steps = _steps()
         assert steps and steps[-1][1] == head()
@@ -225,7 +212,9 @@ def _released_tree(res: subprocess.CompletedProcess[str], tree: Path) -> None:
     assert res.stdout.startswith(f"release at {tree}"), f"the release's own code did not run: {res.stdout[:300]}"
 
 
-def test_this_release_serves_on_a_schema_a_newer_release_expanded(empty_db: DurableSettings, tmp_path: Path) -> None:
+def test_this_release_serves_on_a_schema_a_newer_release_expanded(
+    fresh_settings: DurableSettings, tmp_path: Path
+) -> None:
     from litestar.testing import TestClient
 
     from service.app import create_app
@@ -233,10 +222,10 @@ def test_this_release_serves_on_a_schema_a_newer_release_expanded(empty_db: Dura
     from tests.conftest import keyed
 
     newer = _newer_release(tmp_path, contract=False)
-    res = _trisk(newer, empty_db, "db", "upgrade")
+    res = _trisk(newer, fresh_settings, "db", "upgrade")
     _released_tree(res, newer)
     assert res.returncode == 0 and f"to revision {int(head()) + 1:04d}" in res.stdout, res.stdout + res.stderr
-    engine = _engine(empty_db)
+    engine = _engine(fresh_settings)
     try:
         with engine.connect() as con:
             assert current(con) == f"{int(head()) + 1:04d}"
@@ -247,13 +236,13 @@ def test_this_release_serves_on_a_schema_a_newer_release_expanded(empty_db: Dura
         assert [k.name for k in AccessStore(store).keys("rollback")] == ["admin"]
     finally:
         engine.dispose()
-    current_cli = _trisk(None, empty_db, "db", "current")
+    current_cli = _trisk(None, fresh_settings, "db", "current")
     assert current_cli.returncode == 0 and "tolerated" in current_cli.stdout, current_cli.stdout + current_cli.stderr
-    upgrade_cli = _trisk(None, empty_db, "db", "upgrade")
+    upgrade_cli = _trisk(None, fresh_settings, "db", "upgrade")
     assert upgrade_cli.returncode == 0 and "tolerated" in upgrade_cli.stdout, upgrade_cli.stdout + upgrade_cli.stderr
     # and the API of this release starts on it and serves a key's routes
     base = get_settings()
-    settings = base.__class__(**{**base.__dict__, "durable": empty_db})
+    settings = base.__class__(**{**base.__dict__, "durable": fresh_settings})
     with TestClient(app=create_app(settings)) as tc:
         keyed(tc, token)
         assert tc.get("/v1/keys").status_code == 200
@@ -261,12 +250,14 @@ def test_this_release_serves_on_a_schema_a_newer_release_expanded(empty_db: Dura
         assert made.status_code == 201, made.text
 
 
-def test_this_release_refuses_a_schema_a_newer_release_contracted(empty_db: DurableSettings, tmp_path: Path) -> None:
+def test_this_release_refuses_a_schema_a_newer_release_contracted(
+    fresh_settings: DurableSettings, tmp_path: Path
+) -> None:
     newer = _newer_release(tmp_path, contract=True)
-    res = _trisk(newer, empty_db, "db", "upgrade")
+    res = _trisk(newer, fresh_settings, "db", "upgrade")
     assert res.returncode == 0, res.stdout + res.stderr
     rev = f"{int(head()) + 1:04d}"
-    engine = _engine(empty_db)
+    engine = _engine(fresh_settings)
     try:
         with pytest.raises(SchemaTooNew, match=f"revision {rev} .* needs code at revision {rev}.*up to {head()}"):
             upgrade(engine)
@@ -274,9 +265,9 @@ def test_this_release_refuses_a_schema_a_newer_release_contracted(empty_db: Dura
             assert current(con) == rev  # untouched
     finally:
         engine.dispose()
-    refused = _trisk(None, empty_db, "db", "upgrade")
+    refused = _trisk(None, fresh_settings, "db", "upgrade")
     assert refused.returncode == 2 and "by a newer release" in refused.stderr, refused.stdout + refused.stderr
-    assert _trisk(None, empty_db, "db", "current").returncode == 1
+    assert _trisk(None, fresh_settings, "db", "current").returncode == 1
 
 
 # -- the previous release, from git history
@@ -314,16 +305,16 @@ def _checkout(commit: str, into: Path) -> Path:
     return into
 
 
-def test_the_previous_release_serves_on_the_newest_schema(empty_db: DurableSettings, tmp_path: Path) -> None:
+def test_the_previous_release_serves_on_the_newest_schema(fresh_settings: DurableSettings, tmp_path: Path) -> None:
     base = rollback_base()
     old = _checkout(base, tmp_path / f"release-{base[:10]}")
-    engine = _engine(empty_db)
+    engine = _engine(fresh_settings)
     try:
         upgrade(engine)  # the newest schema: this checkout's head
         token, _ = issue_key(DurableStore(engine), "rollback", "admin", ["admin"])
     finally:
         engine.dispose()
-    res = _trisk(old, empty_db, "db", "upgrade")
+    res = _trisk(old, fresh_settings, "db", "upgrade")
     _released_tree(res, old)
     assert res.returncode == 0, (
         f"the previous release ({base[:10]}) does not run on this release's schema: {res.stdout}{res.stderr}\n"
@@ -332,7 +323,7 @@ def test_the_previous_release_serves_on_the_newest_schema(empty_db: DurableSetti
     # its API, as a process on this schema: reads the key made by this release, writes another
     port = free_port()
     env = _env(
-        empty_db,
+        fresh_settings,
         PYTHONPATH=str(old),
         REDIS_URL=TEST_REDIS_URL,
         TRISK_INDEX_PATH=str(tmp_path / "no-index.trisk"),
@@ -368,7 +359,7 @@ def test_the_previous_release_serves_on_the_newest_schema(empty_db: DurableSetti
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
-    engine = _engine(empty_db)
+    engine = _engine(fresh_settings)
     try:
         assert sorted(k.name for k in AccessStore(DurableStore(engine)).keys("rollback")) == ["admin", "old"]
     finally:

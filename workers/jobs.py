@@ -171,8 +171,8 @@ class Embedders:
 
 
 class Indexes:
-    """The novelty indexes of ``TRISK_INDEX_PATH``, the same files the API loads: read when the worker starts (``load``)
-    so the first batch item waits for no load and the heartbeat says which index this worker has."""
+    """The novelty indexes of ``TRISK_INDEX_PATH``, the same files the API loads (and verifies alike), read once when
+    the worker starts."""
 
     def __init__(self, paths: str, expected: str = "") -> None:
         self.paths = paths
@@ -188,12 +188,6 @@ class Indexes:
 
                 self._loaded, self.errors = await asyncio.to_thread(load_indexes, self.paths, self.expected)
             return self._loaded
-
-    async def load(self) -> None:
-        await self.get()
-
-    def signatures(self) -> dict[str, str]:
-        return {lang: ix.signature_id for lang, ix in (self._loaded or {}).items()}
 
 
 async def startup(ctx: dict[str, Any]) -> None:
@@ -223,9 +217,8 @@ async def startup(ctx: dict[str, Any]) -> None:
         [settings.risk.model, settings.risk.routing_model],
         embedders.peer_signature.get("model_id"),
     )
-    indexes: Indexes = ctx.setdefault("indexes", Indexes(settings.index.path, settings.index.signature))
-    if ctx.get("load_index", True):
-        await indexes.load()
+    # loaded now: the first batch item waits for no load, and the heartbeat says which index this worker has
+    loaded = await ctx.setdefault("indexes", Indexes(settings.index.path, settings.index.signature)).get()
     ctx.setdefault("length_models", {})
     ctx.setdefault("critical", default_checker())
     if "llm" not in ctx:
@@ -241,17 +234,18 @@ async def startup(ctx: dict[str, Any]) -> None:
     )
     ctx.setdefault("retry_delay", retry_delay)
     if "heartbeat" not in ctx:
-        ctx["heartbeat"] = Heartbeat(client, settings.redis.queue_name, __version__, capabilities(ctx))
+        ctx["heartbeat"] = Heartbeat(client, settings.redis.queue_name, __version__, capabilities(ctx, loaded))
         await ctx["heartbeat"].start()
     logger.info("worker ready: peer embedding %s, LLM %s", embedders.peer_signature, "on" if ctx["llm"] else "off")
 
 
-def capabilities(ctx: dict[str, Any]) -> Capabilities:
-    """What this worker publishes about itself (service.core.worker_registry): its judges, index and encoders."""
+def capabilities(ctx: dict[str, Any], indexes: dict[str, Any]) -> Capabilities:
+    """What this worker publishes about itself (service.core.worker_registry): its judges, the indexes it loaded
+    (and those it could not), its encoders."""
     settings: Settings = ctx["settings"]
     panel = ctx.get("llm_panel")
     embedders: Embedders = ctx["embedders"]
-    indexes: Indexes = ctx["indexes"]
+    errors = dict(getattr(ctx["indexes"], "errors", {}))
     return Capabilities(
         judges=JudgeConfig(
             llm_configured=ctx.get("llm") is not None,
@@ -259,10 +253,8 @@ def capabilities(ctx: dict[str, Any]) -> Capabilities:
             panel=panel.name if panel is not None else settings.llm.panel,
             judge_models=[j.model for j in panel.judges] if panel is not None else [],
         ),
-        index=IndexState(signatures=indexes.signatures(), errors=dict(indexes.errors)),
-        embedding={
-            k: str(v) for k, v in (("peer", embedders.peer_signature.get("model_id")),) if v is not None
-        },
+        index=IndexState(signatures={lang: ix.signature_id for lang, ix in indexes.items()}, errors=errors),
+        embedding={k: str(v) for k, v in (("peer", embedders.peer_signature.get("model_id")),) if v is not None},
         encoder_threads=encoder_threads(settings.embedding),
     )
 

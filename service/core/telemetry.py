@@ -57,7 +57,8 @@ HTTP_DURATION = Histogram(
 RATE_LIMITED = Counter("trisk_rate_limited_total", "requests refused by a rate limit", ["limit"])
 QUEUE_DEPTH = Gauge("trisk_queue_depth", "jobs waiting in a queue (read at scrape time)", ["queue"])
 WORKERS_LIVE = Gauge(
-    "trisk_workers_live", "workers with a live heartbeat in Redis, per queue and release (read at scrape time)",
+    "trisk_workers_live",
+    "workers with a live heartbeat in Redis, per queue and release (read at scrape time)",
     ["queue", "release"],
 )
 JOB_DURATION = Histogram("trisk_job_duration_seconds", "worker job run time", ["job", "outcome"], buckets=_JOB_BUCKETS)

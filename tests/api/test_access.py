@@ -315,6 +315,8 @@ def test_two_tenants_never_see_or_change_each_others_data(
     expect_own("POST", "/v1/novelty", "/v1/novelty", lambda r: "index" in r.json(), json={"text": SOURCE})
     expect_own("GET", "/v1/novelty/{passage_id:str}", "/v1/novelty/sn22.76:7", lambda r: "index" in r.json())
     expect_own("GET", "/metrics", "/metrics", lambda r: "trisk_http_requests_total" in r.text)
+    # the workers serve every tenant: their list names no tenant's data, only the queue's workers
+    expect_own("GET", "/v1/workers", "/v1/workers", lambda r: "workers" in r.json() and "tenant" not in r.text)
 
     for check in checks.values():
         check()

@@ -13,6 +13,7 @@ import contextvars
 import json
 import logging
 import logging.config
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,6 +40,7 @@ __all__ = [
     "WORKERS_LIVE",
     "JsonFormatter",
     "TextFormatter",
+    "clean_message",
     "configure_logging",
     "log_context",
     "logging_config",
@@ -114,34 +116,57 @@ def log_context(**values: str | None) -> Iterator[None]:
             var.reset(token)
 
 
+# C0 and C1 controls, DEL, and the characters that break or reorder a line on a terminal (line and paragraph
+# separators, bidi embeddings, overrides and isolates): a message never forges a line or hides part of one
+_CONTROLS = {
+    cp: f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}"
+    for cp in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+}
+_CONTROLS.update({0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"})
+# the query of a URL in a message (a callback URL's token, a signed link) is replaced: it may carry a secret
+_URL_QUERY = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s?#\"'<>]*)\?[^\s#\"'<>]*")
+
+
+_CONTROLS_BUT_LINES = {cp: v for cp, v in _CONTROLS.items() if cp not in (0x0A, 0x09)}
+
+
+def clean_message(text: str, *, lines: bool = False) -> str:
+    """A log message as it may be written: credentials masked (service.core.redact: URL passwords, the settings'
+    secrets), URL queries dropped, control characters escaped (one record, one line). ``lines``: newlines and tabs
+    kept (a traceback inside a JSON string, where the encoder escapes them)."""
+    return _URL_QUERY.sub(r"\1?[query removed]", scrub(text)).translate(_CONTROLS_BUT_LINES if lines else _CONTROLS)
+
+
+class TextFormatter(logging.Formatter):
+    """``time level logger message`` on one line, for a terminal: the message and any exception escaped."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = f"{self.formatTime(record)} {record.levelname} {record.name} {clean_message(record.getMessage())}"
+        if record.exc_info:
+            line += " | " + clean_message(self.formatException(record.exc_info))
+        return line
+
+
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, the context ids, and the exception if any; credentials
-    masked (service.core.redact), whichever library wrote the line."""
+    """One JSON object per line: time, level, logger, message, the context ids, and the exception if any."""
 
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
             "ts": round(record.created, 3),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "msg": scrub(record.getMessage()),
+            "msg": clean_message(record.getMessage()),
         }
         for key, var in _CONTEXT.items():
             value = var.get()
             if value is not None:
                 out[key] = value
         if record.exc_info:
-            out["exc"] = scrub(self.formatException(record.exc_info))
+            out["exc"] = clean_message(self.formatException(record.exc_info), lines=True)
         return json.dumps(out, ensure_ascii=False)
-
-
-class TextFormatter(logging.Formatter):
-    """Plain lines for a terminal, credentials masked as in the JSON lines."""
-
-    def __init__(self) -> None:
-        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
-
-    def format(self, record: logging.LogRecord) -> str:
-        return scrub(super().format(record))
 
 
 # every library logger that sets up handlers of its own: its lines go through the one root handler instead

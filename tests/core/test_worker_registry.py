@@ -116,7 +116,9 @@ async def test_health_workers_says_whether_live_workers_can_do_the_work(
         assert bad.status_code == 503 and bad.json()["status"] == "degraded", bad.text
         problems = " ".join(bad.json()["problems"])
         assert "another-index" in problems and "2 releases" in problems
-        # an anonymous caller sees the summary, never the admin detail
+        # an anonymous caller sees the summary, never the detail; nor does another tenant's admin (operators only)
+        other_admin = issue_test_key(settings, tenant=f"not-operator-{uuid.uuid4().hex[:6]}")
+        assert tc.get("/v1/workers", headers={"Authorization": f"Bearer {other_admin}"}).status_code == 403
         tc.headers.pop("Authorization")
         assert tc.get("/v1/workers").status_code == 401
         await same.stop()

@@ -19,7 +19,7 @@ import msgspec
 from litestar import Controller, Request, Response, get
 from litestar.openapi import ResponseSpec
 
-from service.app.auth import access
+from service.app.auth import access, require_operator
 from service.app.health.services import (
     Check,
     WorkersReport,
@@ -112,8 +112,10 @@ class WorkerController(Controller):
     @get(
         operation_id="listWorkers",
         **access("admin"),
-        summary="Live workers with their capabilities: judge configuration, index, encoders (from their heartbeats)",
+        summary="Live workers with their capabilities: judge configuration, index, encoders (from their heartbeats); "
+        "an operator tenant's admin only",
     )
-    async def list_workers(self, resources: Resources) -> WorkersDetail:
+    async def list_workers(self, resources: Resources, request: Request[Any, Any, Any]) -> WorkersDetail:
+        require_operator(request, resources.settings, "the workers serve every tenant")
         report, records = await workers_report(resources)
         return WorkersDetail(report=report, workers=records)

@@ -1,14 +1,19 @@
-"""``/metrics``: the API process's Prometheus metrics, with the job queue's depth read at scrape time."""
+"""``/metrics``: the API process's Prometheus metrics, with the job queue's depth read at scrape time.
+
+They count every tenant's traffic (requests per route, judge calls, tokens, the queue), so they are the deployment's:
+an admin key of an operator tenant (``TRISK_OPERATOR_TENANTS``) reads them here, any other tenant's admin gets 403
+(or they are served on ``TRISK_METRICS_PORT`` without a key, a port kept inside the cluster)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
-from litestar import Controller, Response, get
+from litestar import Controller, Request, Response, get
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from service.app.auth import access
+from service.app.auth import access, require_operator
 from service.app.health.services import workers_report
 from service.app.resources import Resources
 from service.core.telemetry import QUEUE_DEPTH
@@ -41,9 +46,11 @@ class MetricsController(Controller):
     @get(
         operation_id="getMetrics",
         **access("admin"),
-        summary="Prometheus metrics of this API process (latency per route, queue depth, live workers, rate limits)",
+        summary="Prometheus metrics of this API process (latency per route, queue depth, live workers, rate limits); "
+        "an operator tenant's admin only",
         media_type=CONTENT_TYPE_LATEST,
     )
-    async def metrics(self, resources: Resources) -> Response[bytes]:
+    async def metrics(self, resources: Resources, request: Request[Any, Any, Any]) -> Response[bytes]:
+        require_operator(request, resources.settings, "the process metrics count every tenant's traffic")
         await refresh_queue_depth(resources)
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

@@ -472,7 +472,9 @@ def _json_lines(text: str) -> list[dict[str, Any]]:
 
 def _admin_key(image: Image) -> str:
     """The first admin key, as k8s/README.md creates it: `trisk keys create` in the API's container."""
-    res = image.run(["trisk", "keys", "create", "--tenant", "ops", "--name", "first admin", "--scopes", "admin"])
+    # the operators' tenant, as k8s/README.md's step names it
+    tenant = find(manifest_docs(), "ConfigMap", "trisk-config").body["data"]["TRISK_OPERATOR_TENANTS"]
+    res = image.run(["trisk", "keys", "create", "--tenant", tenant, "--name", "first admin", "--scopes", "admin"])
     assert res.returncode == 0, res.stdout + res.stderr
     token = res.stdout.strip().splitlines()[-1]
     assert token.startswith("trisk_"), res.stdout
@@ -488,7 +490,9 @@ def test_api_and_worker_as_the_manifests_start_them(image: Image) -> None:
     worker_doc = find(manifest_docs(), "Deployment", "trisk-worker")
     (worker,) = pod_spec(worker_doc)["containers"]
     queue = f"trisk:test:{uuid.uuid4().hex[:8]}:queue"
+    config = find(manifest_docs(), "ConfigMap", "trisk-config").body["data"]
     image.env.update(REDIS_URL=TEST_REDIS_URL, TRISK_QUEUE_NAME=queue, TRISK_LOG_FORMAT="json")
+    image.env["TRISK_OPERATOR_TENANTS"] = config["TRISK_OPERATOR_TENANTS"]
     token = _admin_key(image)
     port = free_port()
     api = image.start(_api_command(port))

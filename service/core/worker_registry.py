@@ -76,7 +76,7 @@ class WorkerRecord(msgspec.Struct, kw_only=True):
     started_at: float
     last_seen: float
     queue: str
-    # running: taking jobs; draining: SIGTERM received, finishing its jobs, taking no new ones
+    # "running" (the one state published today; a field, so a later release can add others without a new format)
     state: str
     capabilities: Capabilities
 
@@ -132,8 +132,8 @@ async def live_workers(redis: Any, queue: str, *, now: float | None = None) -> l
 
 
 class Heartbeat:
-    """A worker's record, published at start, refreshed every HEARTBEAT_SECONDS while it runs, marked ``draining``
-    when it stops taking jobs, and deleted when it exits."""
+    """A worker's record, published at start, refreshed every HEARTBEAT_SECONDS while it runs (through its drain too:
+    arq offers no hook at SIGTERM), and deleted when it exits."""
 
     def __init__(self, redis: Any, queue: str, release: str, capabilities: Capabilities) -> None:
         self.redis = redis
@@ -164,11 +164,6 @@ class Heartbeat:
     async def start(self) -> None:
         await self.beat()
         self._task = asyncio.create_task(self._forever())
-
-    async def draining(self) -> None:
-        self.record.state = "draining"
-        with contextlib.suppress(Exception):  # best effort: the record expires anyway
-            await self.beat()
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from service.core.corpus import FilterRules, Passage, apply_filters, load_bilara, load_jsonl
-from service.core.settings import SettingError, get_settings, settings_table
+from service.core.settings import SHARED_DIR, SettingError, declared_settings, get_settings, settings_table
 
 __all__ = ["main"]
 
@@ -56,17 +56,28 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def cmd_build_index(args: argparse.Namespace) -> int:
-    from service.core.novelty import IndexParams, build_index
+    from service.core.novelty import IndexParams, build_index, corpus_hash
 
     t0 = time.perf_counter()
     passages = _load(args)
     t_load = time.perf_counter() - t0
+    if args.expect_corpus_sha256:
+        # the image is built from a pinned snapshot (Dockerfile, CORPUS_SHA256): another one fails the build
+        got = corpus_hash(passages)
+        if got != args.expect_corpus_sha256:
+            print(
+                f"trisk: the corpus read ({len(passages)} passages) has sha256 {got}, not the pinned "
+                f"{args.expect_corpus_sha256}: another snapshot than the one this build pins",
+                file=sys.stderr,
+            )
+            return 1
     params = IndexParams(filters=_filters(args), sketch_dim=args.sketch_dim, rerank=args.rerank)
     index = build_index(passages, lang=args.lang, params=params, name=args.name)
     out = index.save(args.out)
     sig = index.signature
     print(f"read {len(passages)} passages in {t_load:.1f}s")
     print(f"built index {sig['id']} ({sig['lang']}, {sig['passages']} passages, {sig['eligible_passages']} eligible)")
+    print(f"corpus sha256 {sig['corpus_sha256']}, content sha256 {sig['content_sha256']}")
     print(f"build seconds: {json.dumps(sig['build_seconds'])}")
     print(f"wrote {out} ({out.stat().st_size / 1e6:.0f} MB)")
     return 0
@@ -84,13 +95,30 @@ def cmd_openapi(args: argparse.Namespace) -> int:
 
 
 def cmd_settings(args: argparse.Namespace) -> int:
-    sys.stdout.write(settings_table())
+    if not args.current:
+        sys.stdout.write(settings_table())
+        return 0
+    from service.core.redact import is_secret_setting, redact_url, remember, scrub
+
+    settings = get_settings()
+    remember(settings)
+    print("| variable | value |\n| --- | --- |")
+    for path, spec in declared_settings():
+        group, _, name = path.rpartition(".")
+        value = getattr(getattr(settings, group), name) if group else str(SHARED_DIR)
+        if is_secret_setting(spec.env):
+            shown = "(set)" if value else "unset"
+        elif isinstance(value, str) and "://" in value:
+            shown = redact_url(value)
+        else:
+            shown = "unset" if value == "" else str(value)
+        print(f"| `{spec.env}` | {scrub(shown)} |")
     return 0
 
 
 def cmd_db(args: argparse.Namespace) -> int:
-    from service.core.durable import database_url, describe, make_engine
-    from service.core.durable.migrate import current, head, revision, upgrade
+    from service.core.durable import database_url, describe, make_engine, migrate
+    from service.core.durable.migrate import revision, schema_state, upgrade
 
     if args.db_command == "revision":
         path = revision(args.message)
@@ -106,13 +134,22 @@ def cmd_db(args: argparse.Namespace) -> int:
         if args.db_command == "upgrade":
             before, after = upgrade(engine)
             did = "already at" if before == after else f"upgraded from {before or 'unversioned'} to"
-            print(f"durable store ({describe(url)}): {did} revision {after}")
+            newer = " (newer than this release's; tolerated)" if before == after != migrate.head() else ""
+            print(f"durable store ({describe(url)}): {did} revision {after}{newer}")
             return 0
         with engine.connect() as con:
-            at = current(con)
-        latest = head()
-        print(f"durable store ({describe(url)}): revision {at or 'none'}, latest {latest}")
-        return 0 if at == latest else 1
+            state = schema_state(con)
+        if state.ahead:
+            verdict = (
+                "tolerated" if state.tolerated else f"refused: needs code at {state.floor or 'an unknown revision'}"
+            )
+            print(
+                f"durable store ({describe(url)}): revision {state.at}, newer than this release's {state.head} "
+                f"({verdict})"
+            )
+            return 0 if state.tolerated else 1
+        print(f"durable store ({describe(url)}): revision {state.at or 'none'}, latest {state.head}")
+        return 0 if state.at == state.head else 1
     finally:
         engine.dispose()
 
@@ -245,6 +282,7 @@ def _main(argv: list[str] | None) -> int:
     p.add_argument("--name", default="pli-sutta")
     p.add_argument("--sketch-dim", type=int, default=256)
     p.add_argument("--rerank", type=int, default=16)
+    p.add_argument("--expect-corpus-sha256", help="refuse to build unless the corpus read has this sha256")
     p.set_defaults(func=cmd_build_index)
 
     p = sub.add_parser("openapi", help="print (or write) the OpenAPI document")
@@ -266,6 +304,7 @@ def _main(argv: list[str] | None) -> int:
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("settings", help="print the configuration table (every environment variable, its default)")
+    p.add_argument("--current", action="store_true", help="this process's values instead, credentials masked")
     p.set_defaults(func=cmd_settings)
 
     p = sub.add_parser("db", help="the durable store's schema: upgrade it, show its revision, write a migration")

@@ -6,7 +6,8 @@ import asyncio
 import http.server
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from arq.worker import Worker
@@ -95,3 +96,38 @@ class CallbackReceiver:
 
     def close(self) -> None:
         self.server.shutdown()
+
+
+@contextmanager
+def live_worker_heartbeat(settings: Settings, index: Any) -> Iterator[None]:
+    """A worker's heartbeat (service.core.worker_registry) on the settings' queue, beating in a thread of its own, for
+    tests of the API that expect a live worker with the same index."""
+    from redis.asyncio import Redis
+
+    from service import __version__
+    from service.core.worker_registry import Capabilities, Heartbeat, IndexState, JudgeConfig
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    caps = Capabilities(
+        judges=JudgeConfig(llm_configured=False), index=IndexState(signatures={index.lang: index.signature_id})
+    )
+
+    async def begin() -> Heartbeat:
+        beat = Heartbeat(Redis.from_url(settings.redis.url), settings.redis.queue_name, __version__, caps)
+        await beat.start()
+        return beat
+
+    beat = asyncio.run_coroutine_threadsafe(begin(), loop).result(timeout=10)
+    try:
+        yield
+    finally:
+
+        async def end() -> None:
+            await beat.stop()
+            await beat.redis.aclose()
+
+        asyncio.run_coroutine_threadsafe(end(), loop).result(timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)

@@ -37,12 +37,14 @@ import redis.exceptions
 from arq import Retry
 from redis.asyncio import Redis
 
+from service import __version__
 from service.core import lanes
 from service.core.budget import SeenScores
 from service.core.callbacks import CallbackRefused, post_callback
 from service.core.durable.access import AccessStore
+from service.core.embeddings import encoder_threads
 from service.core.embeddings._cache import for_tenant
-from service.core.errors import NotFound, TriskError, UpstreamError
+from service.core.errors import NotFound, TriskError, Unavailable, UpstreamError
 from service.core.llm import NO_PROVIDER
 from service.core.novelty_report import NoveltyPending, source_novelty
 from service.core.pipeline import cheap_tier, check_embedding_models, final_part, final_risks
@@ -59,6 +61,7 @@ from service.core.records import (
     PromptVersion,
     callback_events,
 )
+from service.core.redact import redact_url, remember
 from service.core.redis_client import REDIS_AWAY, waiting_retry
 from service.core.risk import RiskRegistry
 from service.core.risk_catalog import ModelCatalog
@@ -68,6 +71,7 @@ from service.core.store import AssessmentState, Store
 from service.core.telemetry import CHECK_FAILURES, log_context, timed_job
 from service.core.types import SignalSkipped
 from service.core.views import render_assessment
+from service.core.worker_registry import Capabilities, Heartbeat, IndexState, JudgeConfig
 
 __all__ = [
     "MAX_TRIES",
@@ -115,7 +119,9 @@ def _stopped_by_timeout(ctx: dict[str, Any], started: float, *, cheap: bool = Fa
     return (deadline > 0 and elapsed >= deadline) or elapsed >= limit - 1.0
 
 
-TRANSIENT = (UpstreamError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+# a dependency away for a moment (Redis, the network, the provider, and the durable store: a database that fails over
+# or a partition that heals) is retried; tests/deploy/test_rehearsal.py cuts a worker off mid-job
+TRANSIENT = (UpstreamError, Unavailable, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
 
 
 def retry_delay(tries: int) -> float:
@@ -168,11 +174,14 @@ class Embedders:
 
 
 class Indexes:
-    """The novelty indexes, loaded on first use: only batch items leave their novelty to the workers."""
+    """The novelty indexes of ``TRISK_INDEX_PATH``, the same files the API loads (and verifies alike), read once when
+    the worker starts."""
 
-    def __init__(self, paths: str) -> None:
+    def __init__(self, paths: str, expected: str = "") -> None:
         self.paths = paths
+        self.expected = expected
         self._loaded: dict[str, Any] | None = None
+        self.errors: dict[str, str] = {}
         self._lock = asyncio.Lock()
 
     async def get(self) -> dict[str, Any]:
@@ -180,9 +189,7 @@ class Indexes:
             if self._loaded is None:
                 from service.core.novelty import load_indexes
 
-                self._loaded, errors = await asyncio.to_thread(load_indexes, self.paths)
-                for path, error in errors.items():
-                    logger.error("novelty index %s not loaded: %s", path, error)
+                self._loaded, self.errors = await asyncio.to_thread(load_indexes, self.paths, self.expected)
             return self._loaded
 
 
@@ -193,6 +200,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     from service.core.llm import LLMClient, ResponseCache
 
     settings: Settings = ctx.setdefault("settings", get_settings())
+    remember(settings)  # its credentials are masked in every log line from here on
     if "llm_panel" not in ctx:  # first: a worker that cannot judge as configured stops before it opens anything
         ctx["llm_panel"] = _default_panel(settings)
     if settings.jobs.worker_nice and ctx.get("nice", True):
@@ -214,15 +222,24 @@ async def startup(ctx: dict[str, Any]) -> None:
         [settings.risk.model, settings.risk.routing_model],
         embedders.peer_signature.get("model_id"),
     )
-    ctx.setdefault("indexes", Indexes(settings.index.path))
+    # loaded now: the first batch item waits for no load, and the heartbeat says which index this worker has
+    loaded = await ctx.setdefault("indexes", Indexes(settings.index.path, settings.index.signature)).get()
     ctx.setdefault("length_models", {})
     ctx.setdefault("critical", default_checker())
     if "llm" not in ctx:
         ctx["llm"] = (
             LLMClient.from_settings(settings.llm, cache=ResponseCache(client)) if settings.llm.configured else None
         )
-    ctx.setdefault("http", httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=3.0), follow_redirects=False))
+    # callbacks go straight to the address the policy checked, never through HTTPS_PROXY (the LLM client's egress
+    # route in a cluster, k8s/components/llm-egress-proxy): a proxy would resolve the name again, past the check
+    ctx.setdefault(
+        "http",
+        httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=3.0), follow_redirects=False, trust_env=False),
+    )
     ctx.setdefault("retry_delay", retry_delay)
+    if "heartbeat" not in ctx:
+        ctx["heartbeat"] = Heartbeat(client, settings.redis.queue_name, __version__, capabilities(ctx, loaded))
+        await ctx["heartbeat"].start()
     logger.info("worker ready: peer embedding %s, LLM %s", embedders.peer_signature, "on" if ctx["llm"] else "off")
 
 
@@ -245,7 +262,29 @@ def _default_panel(settings: Settings) -> Any:
         ) from exc
 
 
+def capabilities(ctx: dict[str, Any], indexes: dict[str, Any]) -> Capabilities:
+    """What this worker publishes about itself (service.core.worker_registry): its judges, the indexes it loaded
+    (and those it could not), its encoders."""
+    settings: Settings = ctx["settings"]
+    panel = ctx.get("llm_panel")
+    embedders: Embedders = ctx["embedders"]
+    errors = dict(getattr(ctx["indexes"], "errors", {}))
+    return Capabilities(
+        judges=JudgeConfig(
+            llm_configured=ctx.get("llm") is not None,
+            provider=redact_url(settings.llm.base_url) if settings.llm.base_url else None,
+            panel=panel.name if panel is not None else settings.llm.panel,
+            judge_models=[j.model for j in panel.judges] if panel is not None else [],
+        ),
+        index=IndexState(signatures={lang: ix.signature_id for lang, ix in indexes.items()}, errors=errors),
+        embedding={k: str(v) for k, v in (("peer", embedders.peer_signature.get("model_id")),) if v is not None},
+        encoder_threads=encoder_threads(settings.embedding),
+    )
+
+
 async def shutdown(ctx: dict[str, Any]) -> None:
+    if ctx.get("heartbeat") is not None:
+        await ctx["heartbeat"].stop()
     if ctx.get("llm") is not None:
         await ctx["llm"].aclose()
     if ctx.get("http") is not None:

@@ -12,7 +12,7 @@ from arq.worker import func
 from service.core import lanes
 from service.core.redis_client import REDIS_AWAY, waiting_retry
 from service.core.settings import get_settings
-from service.core.telemetry import configure_logging, start_metrics_server
+from service.core.telemetry import configure_logging, logging_config, start_metrics_server
 from workers import lease
 from workers.jobs import (
     CHEAP_JOB_TIMEOUT,
@@ -27,9 +27,11 @@ from workers.jobs import (
     startup,
 )
 
-__all__ = ["WorkerSettings", "redis_settings"]
+__all__ = ["LOG_CONFIG", "WorkerSettings", "redis_settings"]
 
 _settings = get_settings()
+# `arq --custom-log-dict workers.settings.LOG_CONFIG ...`: arq's own lines, from its first, in the service's format
+LOG_CONFIG = logging_config(_settings.api.log_format)
 # beyond the LLM deadline and the job's own backstop: the job ends itself (a final result with the reason) first
 LLM_TIMEOUT = llm_job_timeout(_settings)
 

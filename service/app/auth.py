@@ -21,11 +21,19 @@ from litestar.handlers.base import BaseRouteHandler
 from service.app.problems import problem_responses
 from service.core.auth import ApiKey, Principal, authenticate
 from service.core.auth import Scope as KeyScope
-from service.core.errors import MalformedRequest, NotReady, TooManyRequests, Unauthorized
+from service.core.errors import Forbidden, MalformedRequest, NotReady, TooManyRequests, Unauthorized
 from service.core.ratelimit import FailureLimiter, RateLimiter
 from service.core.telemetry import RATE_LIMITED, TENANT
 
-__all__ = ["RATELIMIT_HEADERS", "SECURITY_SCHEMES", "KeyCache", "access", "authenticate_request", "principal_of"]
+__all__ = [
+    "RATELIMIT_HEADERS",
+    "SECURITY_SCHEMES",
+    "KeyCache",
+    "access",
+    "authenticate_request",
+    "principal_of",
+    "require_operator",
+]
 
 RATELIMIT_HEADERS = "trisk_ratelimit_headers"  # where the guard leaves the headers in the request's scope state
 SECURITY_SCHEMES = ("bearerAuth", "apiKeyHeader")
@@ -143,6 +151,17 @@ def _too_many_failures(wait: int) -> TooManyRequests:
         retry_after=wait,
         extra={"limit": "auth_failures"},
     )
+
+
+def require_operator(connection: ASGIConnection[Any, Any, Any, Any], settings: Any, why: str) -> None:
+    """Routes about the whole process or the workers every tenant shares (/metrics, /v1/workers): an operator
+    tenant's admin only (TRISK_OPERATOR_TENANTS), 403 for any other tenant's."""
+    operators = [t.strip() for t in settings.api.operator_tenants.split(",") if t.strip()]
+    if principal_of(connection).tenant not in operators:
+        raise Forbidden(
+            f"{why}: only an operator tenant's admin reads them (TRISK_OPERATOR_TENANTS)",
+            extra={"required_scope": "admin"},
+        )
 
 
 def principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:

@@ -41,4 +41,7 @@ def create_app(
         if origins
         else None,
         request_max_body_size=settings.limits.max_body_bytes,
+        # no logging set-up of Litestar's own (its text handler on the `litestar` logger): its lines go through the
+        # process's one handler (service.core.telemetry.configure_logging), as JSON with the request id and tenant
+        logging_config=None,
     )

@@ -24,7 +24,7 @@ from service.app.batches.controllers import BatchController
 from service.app.calibration.controllers import CalibrationController
 from service.app.deps import dependencies
 from service.app.docs import docs_assets, render_plugins
-from service.app.health.controllers import HealthController
+from service.app.health.controllers import HealthController, WorkerController
 from service.app.keys.controllers import CallbackSecretController, KeyController
 from service.app.mata.controllers import MataController
 from service.app.metrics.controllers import MetricsController, refresh_queue_depth
@@ -38,6 +38,7 @@ from service.core.durable import open_store
 from service.core.durable.access import AccessStore
 from service.core.novelty import load_indexes
 from service.core.ratelimit import FailureLimiter, RateLimiter
+from service.core.redact import remember
 from service.core.risk import RiskRegistry
 from service.core.risk_catalog import ModelCatalog
 from service.core.sealing import Sealer
@@ -66,6 +67,8 @@ class TriskPlugin(InitPluginProtocol):
         dependency_overrides: dict[str, Provide] | None = None,
     ) -> None:
         self.settings = settings
+        # the credentials of these settings are masked in every log line and problem detail from here on
+        remember(settings)
         self.resources = resources
         self.dependency_overrides = dependency_overrides or {}
 
@@ -73,6 +76,7 @@ class TriskPlugin(InitPluginProtocol):
         app_config.route_handlers.extend(
             [
                 HealthController,
+                WorkerController,
                 NoveltyController,
                 AssessmentController,
                 BatchController,
@@ -127,7 +131,9 @@ class TriskPlugin(InitPluginProtocol):
         resources = self.resources or Resources(settings=self.settings)
         t0 = time.perf_counter()
         if not resources.indexes:
-            resources.indexes, resources.index_errors = load_indexes(self.settings.index.path)
+            resources.indexes, resources.index_errors = load_indexes(
+                self.settings.index.path, self.settings.index.signature
+            )
         resources.load_seconds = time.perf_counter() - t0
         owns_redis = resources.redis is None
         if owns_redis:

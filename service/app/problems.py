@@ -13,6 +13,7 @@ from litestar.openapi import ResponseSpec
 from litestar.status_codes import HTTP_400_BAD_REQUEST, HTTP_500_INTERNAL_SERVER_ERROR
 
 from service.core.errors import TriskError
+from service.core.redact import scrub
 from service.core.redis_client import REDIS_AWAY, redis_unavailable
 
 __all__ = ["PROBLEM_JSON", "PROBLEM_STATUSES", "Problem", "exception_handlers", "problem", "problem_responses"]
@@ -68,10 +69,11 @@ def problem(
     response_headers: dict[str, str] | None = None,
     **extra: Any,
 ) -> Response[Any]:
-    body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status, "detail": detail}
+    # no credential in an answer, whatever a dependency's error message quoted (service.core.redact)
+    body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status, "detail": scrub(detail)}
     if request is not None:
         body["instance"] = request.url.path
-    body.update({k: v for k, v in extra.items() if v is not None})
+    body.update({k: scrub(v) if isinstance(v, str) else v for k, v in extra.items() if v is not None})
     headers = dict(response_headers or {})
     if "retry_after" in extra and extra["retry_after"] is not None:
         headers["Retry-After"] = str(int(max(1, round(float(extra["retry_after"])))))

@@ -314,8 +314,7 @@ def build_index(
         },
         "profile": {"total": profile.total, "removed": profile.removed, "kept": profile.kept},
     }
-    signature["id"] = _signature_id(signature)
-    return NoveltyIndex(
+    index = NoveltyIndex(
         signature=signature,
         params=params,
         ids=[p.id for p in passages],
@@ -343,6 +342,11 @@ def build_index(
         sketch=sketch,
         string_hashes=np.array([_string_key(s) for s in strings], dtype=np.uint64),
     )
+    # the signature covers the content: a file whose arrays were changed or damaged after the build no longer matches
+    # the signature it carries, and the loader refuses it (``verify``)
+    signature["content_sha256"] = index.content_digest()
+    signature["id"] = _signature_id(signature)
+    return index
 
 
 def _string_key(s: str) -> int:
@@ -453,6 +457,31 @@ class NoveltyIndex:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    # -- integrity
+    def content_digest(self) -> str:
+        """sha256 over everything the index computes with (arrays, ids, vocabularies), in a fixed order."""
+        h = hashlib.sha256()
+        arrays = [*(getattr(self, name) for name in _ARRAYS), self.x.data, self.x.indices, self.x.indptr]
+        for a in arrays:
+            a = np.ascontiguousarray(a)
+            h.update(f"{a.dtype.str}{a.shape}".encode())
+            h.update(a.reshape(-1).view(np.uint8).data)
+        meta = [self.ids, self.word_vocab, self.excluded_by, list(self.x.shape)]
+        h.update(json.dumps(meta, ensure_ascii=False, separators=(",", ":")).encode())
+        return h.hexdigest()
+
+    def verify(self, path: str | Path = "") -> None:
+        """Refuse an index that does not match its own signature: content changed after the build, or a signature
+        edited by hand. An artifact from before content digests (no ``content_sha256``) passes on its id alone."""
+        where = f"{path}: " if path else ""
+        if _signature_id(self.signature) != self.signature_id:
+            raise InputError(f"{where}index signature {self.signature_id} does not match its own fields; rebuild it")
+        recorded = self.signature.get("content_sha256")
+        if recorded is not None and recorded != self.content_digest():
+            raise InputError(
+                f"{where}index content does not match signature {self.signature_id} (damaged or altered); rebuild it"
+            )
 
     # -- persistence
     def save(self, path: str | Path) -> Path:
@@ -665,16 +694,25 @@ def _params_from_json(d: dict[str, object]) -> IndexParams:
     return IndexParams(filters=filters, **d)  # type: ignore[arg-type]
 
 
-def load_indexes(paths: str) -> tuple[dict[str, NoveltyIndex], dict[str, str]]:
-    """Load every artifact named in a comma-separated list; a missing one is reported, not fatal."""
+def load_indexes(paths: str, expected: str = "") -> tuple[dict[str, NoveltyIndex], dict[str, str]]:
+    """Load every artifact named in a comma-separated list, each verified against its signature and, when
+    ``expected`` (``TRISK_INDEX_SIGNATURE``) names signature ids, against those; one that fails is reported (the
+    API's readiness, the worker's heartbeat), not fatal. The API and the workers load through here alike."""
     indexes: dict[str, NoveltyIndex] = {}
     errors: dict[str, str] = {}
+    pinned = {s.strip() for s in expected.split(",") if s.strip()}
     for raw in paths.split(","):
         path = raw.strip()
         if not path:
             continue
         try:
             index = NoveltyIndex.load(Path(path))
+            index.verify(path)
+            if pinned and index.signature_id not in pinned:
+                raise InputError(
+                    f"{path}: index signature {index.signature_id}, but TRISK_INDEX_SIGNATURE pins "
+                    f"{', '.join(sorted(pinned))}: not the index of this release"
+                )
         except Exception as exc:  # a broken artifact must not stop the service: ready reports it
             errors[path] = f"{type(exc).__name__}: {exc}"
             logger.error("novelty index %s not loaded: %s", path, exc)

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from service.core.callbacks import CallbackPolicy
 
 __all__ = [
+    "FILE_SUFFIX",
     "REPO_ROOT",
     "SHARED",
     "SHARED_DIR",
@@ -90,6 +91,18 @@ def _parse_float(raw: str) -> float:
     return number
 
 
+# ``<VARIABLE>_FILE``: the value of a setting read from a file (Kubernetes mounts Secrets as files)
+FILE_SUFFIX = "_FILE"
+
+
+def _read_value_file(name: str, path: str) -> str:
+    """The file's text without its trailing newline; the error names the variable and the file, never the content."""
+    try:
+        return Path(path).read_text(encoding="utf-8").rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingError(f"{name}{FILE_SUFFIX}={path!r}: cannot read it ({type(exc).__name__})") from None
+
+
 # the types a setting may have, with how a variable's text becomes one; "path" is a str that names a file or folder
 _PARSERS: dict[type, Callable[[str], Any]] = {str: str, int: _parse_int, float: _parse_float, bool: _parse_bool}
 
@@ -107,8 +120,11 @@ class Setting:
         return self.default.value(env) if isinstance(self.default, PathDefault) else self.default
 
     def read(self, env: Mapping[str, str]) -> Any:
-        """The variable's value parsed to the setting's type; unset or empty means the default."""
+        """The variable's value parsed to the setting's type; unset or empty means the default. ``<VARIABLE>_FILE``
+        names a file to read the value from instead (a secret mounted as a file: no credential in the environment)."""
         raw = env.get(self.env)
+        if (raw is None or raw == "") and env.get(self.env + FILE_SUFFIX):
+            raw = _read_value_file(self.env, env[self.env + FILE_SUFFIX])
         if raw is None or raw == "":
             return self.default_value(env)
         try:
@@ -176,10 +192,31 @@ class SettingsGroup:
 @dataclass(frozen=True)
 class RedisSettings(SettingsGroup):
     url: str = setting("REDIS_URL", "redis://127.0.0.1:6379/0", "Redis for jobs and results")
+    # kept apart from the URL so that it can come from a mounted file (TRISK_REDIS_PASSWORD_FILE) while the URL, which
+    # names no secret, sits in a ConfigMap; ``url`` carries it once read (every client connects with ``url``)
+    password: str = setting(
+        "TRISK_REDIS_PASSWORD", "", "the Redis password when REDIS_URL has none (or from TRISK_REDIS_PASSWORD_FILE)"
+    )
     retention_seconds: int = setting(
         "TRISK_RETENTION_SECONDS", 30 * 24 * 3600, "how long assessments and results are kept (0 = forever)"
     )
     queue_name: str = setting("TRISK_QUEUE_NAME", "trisk:queue", "the ARQ queue the API fills and the workers drain")
+
+    def __post_init__(self) -> None:
+        if self.password:
+            object.__setattr__(self, "url", _with_password(self.url, self.password))
+
+
+def _with_password(url: str, password: str) -> str:
+    """``url`` with ``password`` in its user info, unless the URL already has one (the URL wins)."""
+    from urllib.parse import quote, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is not None or not parts.hostname:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, f"{user}:{quote(password, safe='')}@{host}", parts.path, parts.query, ""))
 
 
 @dataclass(frozen=True)
@@ -188,6 +225,11 @@ class IndexSettings(SettingsGroup):
         "TRISK_INDEX_PATH",
         PathDefault("var/index/pli-sutta.trisk"),
         "novelty index artifact(s), comma-separated for several languages",
+    )
+    # the release's index, pinned: a file of another build (a stale volume, another corpus snapshot) is refused at
+    # start, in the API and in the workers alike (service/core/novelty.py verifies every file against its signature)
+    signature: str = setting(
+        "TRISK_INDEX_SIGNATURE", "", "signature id(s) the loaded index(es) must have, comma-separated (unset = any)"
     )
     corpus_dir: str = setting(
         "TRISK_CORPUS_DIR", PathDefault("corpus/bilara", under_shared=True), "the bilara corpus indexes are built from"

@@ -12,14 +12,16 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import logging.config
 import re
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+from service.core.redact import scrub
 
 __all__ = [
     "ASSESSMENT_ID",
@@ -35,11 +37,13 @@ __all__ = [
     "RATE_LIMITED",
     "REQUEST_ID",
     "TENANT",
+    "WORKERS_LIVE",
     "JsonFormatter",
     "TextFormatter",
     "clean_message",
     "configure_logging",
     "log_context",
+    "logging_config",
     "start_metrics_server",
     "timed_job",
 ]
@@ -54,6 +58,11 @@ HTTP_DURATION = Histogram(
 )
 RATE_LIMITED = Counter("trisk_rate_limited_total", "requests refused by a rate limit", ["limit"])
 QUEUE_DEPTH = Gauge("trisk_queue_depth", "jobs waiting in a queue (read at scrape time)", ["queue"])
+WORKERS_LIVE = Gauge(
+    "trisk_workers_live",
+    "workers with a live heartbeat in Redis, per queue and release (read at scrape time)",
+    ["queue", "release"],
+)
 JOB_DURATION = Histogram("trisk_job_duration_seconds", "worker job run time", ["job", "outcome"], buckets=_JOB_BUCKETS)
 CHECK_FAILURES = Counter(
     "trisk_check_failures_total", "assessment work that failed, per tier (cheap, llm, tail, callback)", ["check"]
@@ -122,9 +131,10 @@ _CONTROLS_BUT_LINES = {cp: v for cp, v in _CONTROLS.items() if cp not in (0x0A, 
 
 
 def clean_message(text: str, *, lines: bool = False) -> str:
-    """A log message as it may be written: URL queries dropped, control characters escaped (one record, one line).
-    ``lines``: newlines and tabs kept (a traceback inside a JSON string, where the encoder escapes them)."""
-    return _URL_QUERY.sub(r"\1?[query removed]", text).translate(_CONTROLS_BUT_LINES if lines else _CONTROLS)
+    """A log message as it may be written: credentials masked (service.core.redact: URL passwords, the settings'
+    secrets), URL queries dropped, control characters escaped (one record, one line). ``lines``: newlines and tabs
+    kept (a traceback inside a JSON string, where the encoder escapes them)."""
+    return _URL_QUERY.sub(r"\1?[query removed]", scrub(text)).translate(_CONTROLS_BUT_LINES if lines else _CONTROLS)
 
 
 class TextFormatter(logging.Formatter):
@@ -159,18 +169,26 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, ensure_ascii=False)
 
 
+# every library logger that sets up handlers of its own: its lines go through the one root handler instead
+_SERVER_LOGGERS = ("uvicorn", "uvicorn.access", "uvicorn.error", "arq", "arq.worker", "arq.jobs", "litestar")
+
+
+def logging_config(fmt: str = "json", level: int = logging.INFO) -> dict[str, Any]:
+    """The process's logging as a ``logging.config.dictConfig`` dict: one stderr handler on the root, JSON lines
+    (``fmt="json"``) or plain text, and every server library's logger sent to it. ``arq --custom-log-dict`` takes
+    it too (workers/settings.py: ``LOG_CONFIG``), so even arq's lines before the worker's start are JSON."""
+    formatter = "service.core.telemetry.JsonFormatter" if fmt == "json" else "service.core.telemetry.TextFormatter"
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"trisk": {"()": formatter}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr", "formatter": "trisk"}},
+        "root": {"handlers": ["stderr"], "level": logging.getLevelName(level)},
+        # the servers' own loggers (uvicorn's, arq's, Litestar's) go through the same handler
+        "loggers": {name: {"handlers": [], "propagate": True} for name in _SERVER_LOGGERS},
+    }
+
+
 def configure_logging(fmt: str = "json", level: int = logging.INFO) -> None:
     """Root logging for a process: JSON lines (``fmt="json"``) or plain text for a terminal."""
-    handler = logging.StreamHandler(sys.stderr)
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(TextFormatter())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    # the servers' own loggers (uvicorn's access log, arq's job log) go through the same handler
-    for name in ("uvicorn", "uvicorn.access", "uvicorn.error", "arq"):
-        lg = logging.getLogger(name)
-        lg.handlers[:] = []
-        lg.propagate = True
+    logging.config.dictConfig(logging_config(fmt, level))

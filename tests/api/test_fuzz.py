@@ -28,6 +28,7 @@ from service.app.resources import Resources
 from service.core.novelty import NoveltyIndex
 from service.core.settings import Settings
 from tests.conftest import issue_test_key
+from tests.worker_support import live_worker_heartbeat
 
 DOC = json.loads((Path(__file__).resolve().parents[2] / "openapi" / "openapi.json").read_text())
 # A schema-valid request may still be refused with a 422: the API answers semantic problems (an index not loaded
@@ -58,11 +59,13 @@ def live_api(sn12_index: NoveltyIndex, test_settings: Settings) -> Iterator[tupl
     while not server.started:
         assert thread.is_alive() and time.monotonic() < deadline, "the API did not start"
         time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}", issue_test_key(settings, f"test-fuzz-{uuid.uuid4().hex[:8]}", ("admin",))
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    # a live worker's heartbeat on this queue, so /health/workers answers as it does in service (200)
+    with live_worker_heartbeat(settings, sn12_index):
+        try:
+            yield f"http://127.0.0.1:{port}", issue_test_key(settings, f"test-fuzz-{uuid.uuid4().hex[:8]}", ("admin",))
+        finally:
+            server.should_exit = True
+            thread.join(timeout=10)
 
 
 @schema.parametrize()

@@ -134,3 +134,22 @@ def test_signature_records_corpus_and_parameters(tiny: NoveltyIndex) -> None:
 def test_empty_corpus_is_refused() -> None:
     with pytest.raises(InputError):
         build_index([], params=PARAMS)
+
+
+def test_an_index_is_verified_against_its_signature_when_loaded(sn12_index: NoveltyIndex, tmp_path: Path) -> None:
+    """The signature covers the content: a file whose arrays changed after the build is refused, and so is a file
+    of another build than TRISK_INDEX_SIGNATURE pins; the good file loads (API and workers load through here)."""
+    from service.core.novelty import load_indexes
+
+    good = sn12_index.save(tmp_path / "good.trisk")
+    assert sn12_index.signature["content_sha256"] == sn12_index.content_digest()
+    loaded, errors = load_indexes(str(good), sn12_index.signature_id)
+    assert errors == {} and loaded["pli"].signature_id == sn12_index.signature_id
+    _, errors = load_indexes(str(good), "0123456789abcdef")
+    assert "TRISK_INDEX_SIGNATURE pins 0123456789abcdef" in errors[str(good)]
+    # one number of the stored novelty changed, the signature left as it was
+    tampered = NoveltyIndex.load(good)
+    tampered.novelty[0] += 0.5
+    bad = tampered.save(tmp_path / "bad.trisk")
+    loaded, errors = load_indexes(str(bad))
+    assert loaded == {} and "does not match signature" in errors[str(bad)]

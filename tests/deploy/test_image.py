@@ -17,7 +17,6 @@ import os
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -26,10 +25,10 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
-import redis
 
 from service.evaluation import free_port
 from tests.conftest import BILARA, TEST_REDIS_URL
@@ -43,6 +42,7 @@ from tests.deploy.support import (
     pod_spec,
 )
 from tests.durable_support import PostgresServer, uses_engine
+from tests.support.postgres_server import CertificateAuthority, PrivatePostgres
 
 WHEEL_CACHE = ROOT / "var" / "cache" / "image-wheels"
 DF = parse_dockerfile()
@@ -110,9 +110,14 @@ def test_final_stage_has_no_compiler_and_a_fixed_user() -> None:
         assert not any(word in run for word in ("apt-get", "gcc", "build-essential", "pip ")), run
     user = final.all("USER")[-1]
     assert all(part.isdigit() and int(part) >= 10000 for part in user.split(":")), f"USER {user}: a fixed high UID"
-    # the venv and the data come from the builder and the context, never from a download in the final stage
+    # the venv, the data and the index come from earlier stages and the context, never from a download here
     copied = [(src, stage) for src, _, stage in _copies(final.all("COPY"))]
-    assert copied == [(["/opt/venv"], "builder"), (["models"], None)]
+    assert copied == [(["/opt/venv"], "builder"), (["models"], None), (["/index/pli-sutta.trisk"], "index")]
+    # the index stage builds on the builder's venv, from the corpus build context only
+    index = DF.stage("index")
+    assert index.base == "builder"
+    assert {stage for _, _, stage in _copies(index.all("COPY"))} == {"corpus"}
+    assert DF.stage("corpus").base == "scratch", "without --build-context corpus=... the build must fail"
 
 
 def test_base_python_is_the_one_the_install_test_uses() -> None:
@@ -251,6 +256,61 @@ def _image_env(root: Path, mapping: dict[str, Path]) -> dict[str, str]:
     return env
 
 
+# the corpus build context of the tests: one SN chapter (the image builds from the whole sutta corpus)
+CORPUS_SLICE = "sutta/sn/sn1"
+
+
+def _corpus_context(root: Path) -> Path:
+    """A bilara folder holding only CORPUS_SLICE, laid out as the build context `corpus` is."""
+    context = root / "corpus-context"
+    for part in (f"root/pli/ms/{CORPUS_SLICE}", f"translation/en/sujato/{CORPUS_SLICE}"):
+        shutil.copytree(BILARA / part, context / part)
+    return context
+
+
+def _slice_sha256(context: Path) -> str:
+    from service.core.corpus import load_bilara
+    from service.core.novelty import corpus_hash
+
+    translation = context / "translation" / "en" / "sujato"
+    return corpus_hash(load_bilara(str(context), subdir="sutta", lang="pli", translation_dir=str(translation)))
+
+
+def _index_stage_run(root: Path, venv: Path, corpus_sha256: str) -> tuple[list[str], Path]:
+    """The index stage's COPYs from the corpus context and its RUN, with the image's paths mapped here; the RUN as a
+    command and where it writes the index."""
+    stage = DF.stage("index")
+    context = root / "corpus-context"
+    stage_root = root / "index-stage"
+    for sources, dest, frm in _copies(stage.all("COPY")):
+        assert frm == "corpus"
+        for src in sources:
+            target = stage_root / dest.lstrip("/")
+            if not target.exists():
+                shutil.copytree(context / src, target)
+    (run,) = stage.all("RUN")
+    mapped = run.replace("/opt/venv", str(venv)).replace('"${CORPUS_SHA256}"', corpus_sha256)
+    for image_path in ("/corpus", "/index"):
+        mapped = mapped.replace(f" {image_path}", f" {stage_root}{image_path}")
+    cmd = shlex.split(mapped)
+    return cmd, Path(cmd[cmd.index("--out") + 1])
+
+
+def _build_index_stage(root: Path, venv: Path, workdir: Path, env: dict[str, str]) -> None:
+    """The index stage (with the slice's sha256 as the CORPUS_SHA256 build argument), then the final stage's COPY of
+    its output."""
+    context = _corpus_context(root)
+    cmd, out = _index_stage_run(root, venv, _slice_sha256(context))
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    for sources, dest, frm in _copies(DF.final.all("COPY")):
+        if frm == "index":
+            (src,) = sources
+            assert Path(src).name == out.name
+            (workdir / dest).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(out, workdir / dest)
+
+
 @pytest.fixture(scope="module")
 def image() -> Iterator[Image]:
     # not pytest's tmp_path: its folders are private to root, and the commands run as the image's UID
@@ -273,6 +333,7 @@ def image() -> Iterator[Image]:
         "/data/bilara": BILARA,
     }
     env = _image_env(root, mapping)
+    _build_index_stage(root, venv, workdir, env)
     # writable for the image's user: what the pods mount as volumes; the venv and the models stay root's
     for writable in (root / "var-lib-trisk" / "index", root / "var-lib-trisk" / "db", root / "tmp"):
         writable.mkdir(parents=True, exist_ok=True)
@@ -374,58 +435,158 @@ def _stop(proc: subprocess.Popen[str], timeout: float) -> float:
     return time.perf_counter() - t0
 
 
-def test_api_builds_its_index_and_serves(image: Image) -> None:
-    """The init container's command (on a slice of the corpus), then the image's CMD to /health/live and ready."""
-    api_doc = find(manifest_docs(), "Deployment", "trisk-api")
-    (build,) = [c for c in containers(api_doc) if c["name"] == "build-index"]
-    res = image.run([*build["command"], "--subdir", "sutta/sn/sn1"], timeout=300)
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert Path(image.env["TRISK_INDEX_PATH"]).is_file()
+def test_the_index_stage_refuses_another_corpus_snapshot(image: Image) -> None:
+    """The build pins its corpus: the index stage, run with the Dockerfile's own CORPUS_SHA256 (the whole sutta
+    corpus of the 2024-10-21 snapshot) on another corpus (the slice), fails and writes nothing."""
+    cmd, out = _index_stage_run(image.root, image.venv, DF.args["CORPUS_SHA256"])
+    out.unlink()
+    res = subprocess.run(cmd, env=image.env, capture_output=True, text=True, timeout=300, check=False)
+    assert res.returncode == 1 and "not the pinned" in res.stderr, res.stdout + res.stderr
+    assert not out.exists()
 
-    port = free_port()
+
+def _wait_http(proc: subprocess.Popen[str], url: str, budget: float) -> tuple[httpx.Response, float]:
+    t0 = time.perf_counter()
+    deadline = time.monotonic() + budget
+    while True:
+        assert proc.poll() is None, f"{proc.args} exited: {proc.stdout.read() if proc.stdout else ''}"
+        try:
+            return httpx.get(url, timeout=2), time.perf_counter() - t0
+        except httpx.TransportError:
+            assert time.monotonic() < deadline, f"{url} did not answer within {budget}s"
+            time.sleep(0.1)
+
+
+def _json_lines(text: str) -> list[dict[str, Any]]:
+    """Every line a process printed, each a JSON object (TRISK_LOG_FORMAT=json, as k8s/config.yaml sets it)."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    assert lines, "the process printed nothing"
+    out = []
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            pytest.fail(f"a log line that is not JSON: {line!r}")
+    return out
+
+
+def _admin_key(image: Image) -> str:
+    """The first admin key, as k8s/README.md creates it: `trisk keys create` in the API's container."""
+    # the operators' tenant, as k8s/README.md's step names it
+    tenant = find(manifest_docs(), "ConfigMap", "trisk-config").body["data"]["TRISK_OPERATOR_TENANTS"]
+    res = image.run(["trisk", "keys", "create", "--tenant", tenant, "--name", "first admin", "--scopes", "admin"])
+    assert res.returncode == 0, res.stdout + res.stderr
+    token = res.stdout.strip().splitlines()[-1]
+    assert token.startswith("trisk_"), res.stdout
+    return token
+
+
+def test_api_and_worker_as_the_manifests_start_them(image: Image) -> None:
+    """The image's CMD (the API) and the worker's command from k8s/worker.yaml, on the index the image carries: both
+    load the same file, the API is ready within seconds (no index build), a batch item gets its novelty on the
+    worker, /health/workers reports the worker and its index, every log line of both is JSON (the access lines with
+    request id and tenant), and the worker exits promptly once its drain is done."""
+    api_doc = find(manifest_docs(), "Deployment", "trisk-api")
+    worker_doc = find(manifest_docs(), "Deployment", "trisk-worker")
+    (worker,) = pod_spec(worker_doc)["containers"]
     queue = f"trisk:test:{uuid.uuid4().hex[:8]}:queue"
-    image.env.update(REDIS_URL=TEST_REDIS_URL, TRISK_QUEUE_NAME=queue)
-    proc = image.start(_api_command(port))
+    config = find(manifest_docs(), "ConfigMap", "trisk-config").body["data"]
+    image.env.update(REDIS_URL=TEST_REDIS_URL, TRISK_QUEUE_NAME=queue, TRISK_LOG_FORMAT="json")
+    image.env["TRISK_OPERATOR_TENANTS"] = config["TRISK_OPERATOR_TENANTS"]
+    token = _admin_key(image)
+    port = free_port()
+    api = image.start(_api_command(port))
+    worker_proc = image.start(worker["command"])
+    base = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"Bearer {token}"}
     try:
         startup = pod_spec(api_doc)["containers"][0]["startupProbe"]
-        deadline = time.monotonic() + startup["periodSeconds"] * startup["failureThreshold"]
-        while True:
-            assert proc.poll() is None, f"the API exited: {proc.stdout.read() if proc.stdout else ''}"
-            try:
-                live = httpx.get(f"http://127.0.0.1:{port}/health/live", timeout=2)
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, "the API did not come up within the startup probe's budget"
-                time.sleep(0.2)
-        assert live.status_code == 200 and live.json()["status"] == "ok"
-        ready = httpx.get(f"http://127.0.0.1:{port}/health/ready", timeout=5)
+        live, seconds = _wait_http(api, f"{base}/health/live", startup["periodSeconds"] * startup["failureThreshold"])
+        assert live.status_code == 200
+        ready = httpx.get(f"{base}/health/ready", timeout=5)
         assert ready.status_code == 200, ready.text
-        assert json.loads(ready.text)["checks"]["index"]["ok"] is True
-    finally:
-        seconds = _stop(proc, timeout=30)
-    print(f"API stopped {seconds:.1f}s after SIGTERM")
-
-
-def test_worker_command_starts_and_drains_within_its_grace_period(image: Image) -> None:
-    worker_doc = find(manifest_docs(), "Deployment", "trisk-worker")
-    spec = pod_spec(worker_doc)
-    (worker,) = spec["containers"]
-    queue = f"trisk:test:{uuid.uuid4().hex[:8]}:queue"
-    image.env.update(REDIS_URL=TEST_REDIS_URL, TRISK_QUEUE_NAME=queue)
-    client = redis.Redis.from_url(TEST_REDIS_URL)
-    # one health key per host: another live worker must not keep this one's liveness probe green
-    health_key = f"{queue}:health-check:{socket.gethostname()}"
-    proc = image.start(worker["command"])
-    try:
+        print(f"API live {seconds:.1f}s after start (index from the image, verified)")
+        api_signature = ready.json()["checks"]["index"]["detail"].rsplit("signature ", 1)[1]
+        # the worker's heartbeat names the same index
         deadline = time.monotonic() + 120
-        while not client.exists(health_key):
-            assert proc.poll() is None, f"the worker exited: {proc.stdout.read() if proc.stdout else ''}"
-            assert time.monotonic() < deadline, "the worker wrote no health-check key"
-            time.sleep(0.2)
-        # the liveness probe's command, from the same environment
-        check = image.run(worker["livenessProbe"]["exec"]["command"], timeout=worker["livenessProbe"]["timeoutSeconds"])
-        assert check.returncode == 0, check.stdout + check.stderr
+        while True:
+            workers = httpx.get(f"{base}/health/workers", timeout=5)
+            if workers.status_code == 200:
+                break
+            assert worker_proc.poll() is None, worker_proc.stdout.read() if worker_proc.stdout else ""
+            assert time.monotonic() < deadline, f"no live worker: {workers.text}"
+            time.sleep(0.5)
+        (summary,) = workers.json()["workers"]
+        assert summary["index_signatures"] == {"pli": api_signature} and summary["same_index_as_api"] is True
+        detail = httpx.get(f"{base}/v1/workers", headers=headers, timeout=5)
+        assert (
+            detail.status_code == 200
+            and detail.json()["workers"][0]["capabilities"]["judges"]["llm_configured"] is False
+        )
+        # a batch item: its novelty is computed by the worker, from the index it loaded at start
+        example = json.loads((ROOT / "openapi" / "examples" / "assessment-an4.1.json").read_text(encoding="utf-8"))
+        batch = httpx.post(f"{base}/v1/batches", headers=headers, json={"items": [example]}, timeout=30)
+        assert batch.status_code == 202, batch.text
+        (aid,) = batch.json()["assessment_ids"]
+        deadline = time.monotonic() + 180
+        while True:
+            got = httpx.get(f"{base}/v1/assessments/{aid}", headers=headers, timeout=10).json()
+            if got["status"] in ("done", "failed"):
+                break
+            assert time.monotonic() < deadline, f"the batch item did not finish: {got['status']}"
+            time.sleep(0.5)
+        assert got["status"] == "done", got
+        novelty = got["source"]["novelty"]
+        assert novelty["status"] == "value", novelty
     finally:
-        seconds = _stop(proc, timeout=spec["terminationGracePeriodSeconds"])
-        client.delete(health_key)
-    print(f"worker stopped {seconds:.1f}s after SIGTERM")
+        api_seconds = _stop(api, timeout=30)
+        worker_seconds = _stop(worker_proc, timeout=pod_spec(worker_doc)["terminationGracePeriodSeconds"])
+    print(f"API stopped {api_seconds:.1f}s, idle worker {worker_seconds:.1f}s after SIGTERM")
+    # nothing running: the drain ends at once, and the process with it (it took 5 s more before)
+    assert worker_seconds < 4.0, f"an idle worker took {worker_seconds:.1f}s to exit after SIGTERM"
+    api_lines = _json_lines(api.stdout.read() if api.stdout else "")
+    access = [ln for ln in api_lines if ln["logger"] == "trisk.access" and "/v1/batches" in ln["msg"]]
+    assert access and access[0]["tenant"] == "ops" and access[0]["request_id"], access
+    assert any(ln["logger"].startswith("uvicorn") for ln in api_lines), "uvicorn's own lines went elsewhere"
+    worker_lines = _json_lines(worker_proc.stdout.read() if worker_proc.stdout else "")
+    assert any(ln.get("assessment_id") == aid for ln in worker_lines)
+
+
+def _tls_postgres(image: Image) -> tuple[PrivatePostgres, CertificateAuthority]:
+    ca = CertificateAuthority(image.root / "pg-ca", names=["localhost"], addresses=["127.0.0.1"]).make()
+    server = PrivatePostgres(image.root / "pg-tls", port=free_port(), ca=ca).init().start()
+    server.create_database("trisk")
+    return server, ca
+
+
+def test_postgres_with_verify_full_from_a_mounted_ca(image: Image) -> None:
+    """`sslmode=verify-full`, as secrets.env.example writes it: the init container's command connects when the
+    database's CA is mounted where the manifests put it (PGSSLROOTCERT), and fails, saying why, when it is not."""
+    server, ca = _tls_postgres(image)
+    try:
+        upgrade = find(manifest_docs(), "Deployment", "trisk-api")
+        (init,) = [c for c in containers(upgrade) if c["name"] == "db-upgrade"]
+        env_of = {e["name"]: e["value"] for e in init["env"]}
+        mounted = image.root / "mounted-ca"
+        mounted.mkdir()
+        shutil.copy(ca.folder / "ca.crt", mounted / Path(env_of["PGSSLROOTCERT"]).name)
+        secrets = image.root / "secrets"
+        secrets.mkdir(exist_ok=True)
+        url = f"postgresql://trisk:planted-pw-7781@localhost:{server.port}/trisk?sslmode=verify-full"
+        (secrets / "TRISK_DATABASE_URL").write_text(url + "\n", encoding="utf-8")
+        for path in (mounted, secrets, *mounted.iterdir(), *secrets.iterdir()):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        env = {
+            **image.env,
+            "TRISK_DATABASE_URL_FILE": str(secrets / "TRISK_DATABASE_URL"),
+            "PGSSLROOTCERT": str(mounted / Path(env_of["PGSSLROOTCERT"]).name),
+        }
+        res = dataclasses.replace(image, env=env).run(init["command"])
+        assert res.returncode == 0 and "upgraded" in res.stdout, res.stdout + res.stderr
+        # the image's own default (the system's CA bundle) does not know this private CA: refused, and why
+        env["PGSSLROOTCERT"] = image.env["PGSSLROOTCERT"]
+        res = dataclasses.replace(image, env=env).run(init["command"])
+        assert res.returncode != 0 and "certificate verify failed" in res.stdout + res.stderr, res.stdout + res.stderr
+        assert "planted-pw-7781" not in res.stdout + res.stderr
+    finally:
+        server.stop()

@@ -26,7 +26,9 @@ FRAMEWORKS = ("kubernetes", "dockerfile", "secrets")
 
 def _scanned_files() -> list[Path]:
     manifests = [K8S / name for name in kustomization()["resources"]]
-    return [*manifests, K8S / "secrets.env.example", DOCKERFILE]
+    # the optional components' resources too (what an overlay adds is scanned like the base)
+    components = sorted(p for p in (K8S / "components").glob("*/*.yaml") if p.name != "kustomization.yaml")
+    return [*manifests, *components, K8S / "secrets.env.example", DOCKERFILE]
 
 
 def run_checkov(files: list[Path], config: Path = CHECKOV_CONFIG) -> tuple[list[dict[str, Any]], float]:

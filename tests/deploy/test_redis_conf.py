@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -41,9 +42,8 @@ class Server:
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self, *overrides: str) -> redis.Redis:
-        # the manifest's file; only where it listens (here) and writes (the fixture) differ from the pod's
-        cmd = ["redis-server", str(self.conf), "--port", str(self.port)]
-        cmd += ["--bind", "127.0.0.1", "--requirepass", PASSWORD, *overrides]
+        # the manifest's file and command; only where it listens (here) and writes (the fixture) differ from the pod's
+        cmd = ["redis-server", str(self.conf), "--port", str(self.port), "--bind", "127.0.0.1", *overrides]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = redis.Redis(port=self.port, password=PASSWORD)
         deadline = time.monotonic() + 10
@@ -61,21 +61,59 @@ class Server:
         self.proc.wait(timeout=10)
 
 
+def _statefulset() -> Any:
+    return next(d for d in manifest_docs() if d.kind == "StatefulSet" and d.name == "trisk-redis")
+
+
+def _mapped(text: str, paths: dict[str, Path]) -> str:
+    for pod_path, here in paths.items():
+        text = text.replace(pod_path, str(here))
+    return text
+
+
 @pytest.fixture()
 def server(tmp_path: Path) -> Iterator[Server]:
     assert shutil.which("redis-server"), "redis-server is needed (apt-get install redis-server)"
     (doc,) = [d for d in manifest_docs() if d.kind == "ConfigMap" and d.name == "trisk-redis"]
     conf = tmp_path / "redis.conf"
     (tmp_path / "data").mkdir()
+    # the pod's mounts: the Secret's file, the memory-backed folder the init container writes the password file into
+    paths = {"/etc/redis-secret": tmp_path / "secret", "/run/redis-auth": tmp_path / "auth"}
+    for folder in paths.values():
+        folder.mkdir()
+    (paths["/etc/redis-secret"] / "REDIS_PASSWORD").write_text(PASSWORD, encoding="utf-8")
+    (init,) = _statefulset().body["spec"]["template"]["spec"]["initContainers"]
+    res = subprocess.run(_mapped_command(init["command"], paths), capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stderr
     # redis-server changes to `dir` while reading the file, before any command-line option: point it here
     text, n = re.subn(r"(?m)^dir .*$", f"dir {tmp_path / 'data'}", doc.body["data"]["redis.conf"])
     assert n == 1, "redis.conf must set dir (the PVC's mount path)"
-    conf.write_text(text, encoding="utf-8")
+    conf.write_text(_mapped(text, paths), encoding="utf-8")
     srv = Server(conf=conf, data=tmp_path / "data", port=free_port())
     yield srv
     if srv.proc is not None and srv.proc.poll() is None:
         srv.proc.terminate()
         srv.proc.wait(timeout=10)
+
+
+def _mapped_command(command: list[str], paths: dict[str, Path]) -> list[str]:
+    return [_mapped(part, paths) for part in command]
+
+
+def test_the_password_is_in_a_file_not_on_the_command_line(server: Server, tmp_path: Path) -> None:
+    server.start()
+    assert server.proc is not None
+    cmdline = Path(f"/proc/{server.proc.pid}/cmdline").read_bytes()
+    assert PASSWORD.encode() not in cmdline
+    environ = Path(f"/proc/{server.proc.pid}/environ").read_bytes()
+    assert PASSWORD.encode() not in environ
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        redis.Redis(port=server.port).ping()
+    # the readiness probe's own command, from the mounted Secret, answers PONG
+    (container,) = _statefulset().body["spec"]["template"]["spec"]["containers"]
+    probe = _mapped_command(container["readinessProbe"]["exec"]["command"], {"/etc/redis-secret": tmp_path / "secret"})
+    probe[-1] = probe[-1].replace("redis-cli ping", f"redis-cli -p {server.port} ping")
+    assert subprocess.run(probe, capture_output=True, check=False, timeout=10).returncode == 0
 
 
 def test_acknowledged_writes_survive_a_kill(server: Server) -> None:

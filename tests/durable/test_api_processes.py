@@ -26,7 +26,7 @@ from service.core.durable import database_url, make_engine
 from service.core.durable.access import issue_key
 from service.core.settings import DurableSettings
 from service.evaluation import free_port
-from tests.durable_support import PostgresServer, migrated_store, pg_settings, sqlite_settings, uses_engine
+from tests.durable_support import migrated_store
 from tests.review.support import iid, write_assessment
 from tests.support.redis_server import private_redis_server
 
@@ -122,24 +122,13 @@ def seed_items(redis_url: str) -> list[str]:
     return asyncio.run(go())
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DurableSettings]:
-    uses_engine(request, request.param)
-    if request.param == "sqlite":
-        yield sqlite_settings(tmp_path)
-        return
-    server: PostgresServer = request.getfixturevalue("postgres")
-    with server.fresh_database() as url:
-        yield pg_settings(url)
-
-
 def test_verdicts_posted_to_several_api_processes_at_once_are_all_kept(
-    empty_database: DurableSettings, private_redis: str, tmp_path: Path
+    fresh_settings: DurableSettings, private_redis: str, tmp_path: Path
 ) -> None:
     items = seed_items(private_redis)
-    with migrated_store(empty_database) as store:
+    with migrated_store(fresh_settings) as store:
         token, _ = issue_key(store, TENANT, "verdict writers", ["review"])
-    servers = start_servers(empty_database, private_redis, tmp_path)
+    servers = start_servers(fresh_settings, private_redis, tmp_path)
     answers: list[tuple[int, dict[str, Any]]] = []
     lock = threading.Lock()
     barrier = threading.Barrier(SERVERS * THREADS_PER_SERVER)
@@ -169,10 +158,10 @@ def test_verdicts_posted_to_several_api_processes_at_once_are_all_kept(
     seconds = time.perf_counter() - t0
     posted = SERVERS * THREADS_PER_SERVER * VERDICTS_PER_THREAD
     assert [status for status, _ in answers] == [201] * posted, [body for status, body in answers if status != 201][:3]
-    print(f"{posted} verdicts through {SERVERS} API processes in {seconds:.1f}s ({empty_database})")
+    print(f"{posted} verdicts through {SERVERS} API processes in {seconds:.1f}s ({fresh_settings})")
 
     # every verdict answered 201 is in the database, once, and the opinion numbers per item run 1..n
-    engine = make_engine(database_url(empty_database))
+    engine = make_engine(database_url(fresh_settings))
     try:
         with engine.connect() as con:
             rows = con.execute(sa.text("SELECT id, item_id FROM verdicts WHERE tenant = :t"), {"t": TENANT}).all()

@@ -25,23 +25,11 @@ from service.core.durable import DurableStore, database_url, make_engine, upgrad
 from service.core.durable.migrate import VERSION_TABLE, current, head
 from service.core.durable.schema import metadata
 from service.core.settings import DurableSettings
-from tests.durable_support import PostgresServer, pg_settings, sqlite_settings, uses_engine
+from tests.durable_support import PostgresServer, sqlite_settings, uses_engine
 
 LEGACY_SCHEMA = (Path(__file__).parent / "legacy_schema.sql").read_text(encoding="utf-8")
 TABLES = ("verdicts", "adjudications", "fits", "risk_models", "model_activations")
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def fresh_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DurableSettings]:
-    """An empty database on each engine (a new SQLite file; a new PostgreSQL database, dropped afterwards)."""
-    uses_engine(request, request.param)
-    if request.param == "sqlite":
-        yield sqlite_settings(tmp_path)
-        return
-    server: PostgresServer = request.getfixturevalue("postgres")
-    with server.fresh_database() as url:
-        yield pg_settings(url)
 
 
 @contextmanager

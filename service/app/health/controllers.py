@@ -1,39 +1,67 @@
-"""Liveness and readiness for ops: ready means the novelty index is loaded and Redis answers without evicting."""
+"""Liveness, readiness and the workers' heartbeats for ops.
+
+Ready (``/health/ready``, the API pods' readiness probe) means this pod can serve: the novelty index loaded, Redis
+reachable and not evicting, the durable store answering. Whether any worker is alive is *not* part of it but of
+``/health/workers`` (503 without a live worker), for alerting: readiness decides whether a pod gets traffic, and no
+API pod is the cure for a missing worker. With workers in readiness, a worker rollout (``Recreate``: no worker for
+its drain and start) or a crashed worker Deployment would take every API pod out of the Service, and with it novelty,
+reads, the review queue and verdicts, which need no worker; submissions queue safely in Redis meanwhile and run when a
+worker is back. ``/v1/workers`` (admin) adds what each worker would judge with, read from its heartbeat: the API pod
+itself holds neither the LLM key nor egress to the provider.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
 import msgspec
-import redis.exceptions
 from litestar import Controller, Request, Response, get
 from litestar.openapi import ResponseSpec
 
+from service.app.auth import access, require_operator
+from service.app.health.services import (
+    Check,
+    WorkersReport,
+    index_check,
+    redis_check,
+    redis_policy_check,
+    store_check,
+    workers_report,
+)
 from service.app.problems import PROBLEM_JSON
 from service.app.resources import Resources
+from service.core.worker_registry import WorkerRecord
 
-__all__ = ["HealthController"]
-
-# the one maxmemory-policy that never drops a key: every trisk key has a TTL (the retention), so the volatile-*
-# policies would evict assessments and queued jobs as surely as the allkeys-* ones
-SAFE_POLICY = "noeviction"
+__all__ = ["HealthController", "WorkerController"]
 
 
-class Live(msgspec.Struct):
+class Live(msgspec.Struct, forbid_unknown_fields=True):
     status: str
     uptime_seconds: float
 
 
-class Check(msgspec.Struct):
-    ok: bool
-    detail: str
-
-
-class Ready(msgspec.Struct):
+class Ready(msgspec.Struct, forbid_unknown_fields=True):
     status: str
     checks: dict[str, Check]
+
+
+class WorkersDetail(msgspec.Struct, forbid_unknown_fields=True):
+    report: WorkersReport
+    # each live worker's own record: release, state, and its capabilities (judge configuration with the provider's
+    # URL redacted, the index it loaded, its encoders)
+    workers: list[WorkerRecord]
+
+
+def _not_ready(container: type, what: str) -> dict[int, ResponseSpec]:
+    return {
+        503: ResponseSpec(
+            data_container=container,
+            description=what,
+            media_type=PROBLEM_JSON,
+            generate_examples=False,
+        )
+    }
 
 
 class HealthController(Controller):
@@ -48,61 +76,46 @@ class HealthController(Controller):
     @get(
         "/ready",
         operation_id="healthReady",
-        summary="Ready to serve: novelty index loaded, Redis reachable and not evicting",
-        responses={
-            503: ResponseSpec(
-                data_container=Ready,
-                description="not ready: the checks say which part is missing",
-                media_type=PROBLEM_JSON,
-                generate_examples=False,
-            )
-        },
+        summary="Ready to serve: novelty index loaded, Redis reachable and not evicting, the durable store answering",
+        responses=_not_ready(Ready, "not ready: the checks say which part is missing"),
     )
     async def ready(self, request: Request[Any, Any, Any]) -> Response[Ready]:
         resources: Resources = request.app.state.resources
-        checks: dict[str, Check] = {}
-        if resources.indexes:
-            detail = ", ".join(
-                f"{lang}: {len(ix)} passages, signature {ix.signature_id}" for lang, ix in resources.indexes.items()
-            )
-            checks["index"] = Check(ok=True, detail=detail)
-        else:
-            checks["index"] = Check(ok=False, detail="; ".join(resources.index_errors.values()) or "no index loaded")
-        checks["redis"] = await _redis_check(resources)
+        checks: dict[str, Check] = {"index": index_check(resources), "redis": await redis_check(resources)}
         if checks["redis"].ok:
-            checks["redis_policy"] = await _redis_policy_check(resources)
+            checks["redis_policy"] = await redis_policy_check(resources)
+        checks["store"] = await store_check(resources)
         ok = all(c.ok for c in checks.values())
         body = Ready(status="ready" if ok else "not_ready", checks=checks)
         return Response(body, status_code=200 if ok else 503, media_type="application/json" if ok else PROBLEM_JSON)
 
+    @get(
+        "/workers",
+        operation_id="healthWorkers",
+        summary="Live workers from their heartbeats (for alerting; not part of readiness)",
+        description=(
+            "200 when at least one worker of this API's queue has a live heartbeat and none has a problem (no index, "
+            "another index than the API's, workers of two releases at once); 503 otherwise, with the problems."
+        ),
+        responses=_not_ready(WorkersReport, "no live worker, a problem with one, or Redis not readable"),
+    )
+    async def workers(self, request: Request[Any, Any, Any]) -> Response[WorkersReport]:
+        report, _ = await workers_report(request.app.state.resources)
+        ok = report.status == "ok"
+        return Response(report, status_code=200 if ok else 503, media_type="application/json" if ok else PROBLEM_JSON)
 
-async def _redis_check(resources: Resources) -> Check:
-    if resources.redis is None:
-        return Check(ok=False, detail="no Redis client")
-    try:
-        await asyncio.wait_for(resources.redis.ping(), timeout=1.0)
-    except Exception as exc:  # any failure means not ready; say which
-        return Check(ok=False, detail=f"Redis at {resources.settings.redis.url} unreachable: {type(exc).__name__}")
-    return Check(ok=True, detail="PONG")
 
+class WorkerController(Controller):
+    path = "/v1/workers"
+    tags = ["ops"]
 
-async def _redis_policy_check(resources: Resources) -> Check:
-    """Fails on a Redis that may evict keys when full (it would drop jobs and assessments silently); a provider that
-    disables CONFIG leaves the policy unknown, which does not fail readiness."""
-    assert resources.redis is not None
-    try:
-        got = await asyncio.wait_for(resources.redis.config_get("maxmemory-policy"), timeout=1.0)
-    except redis.exceptions.ResponseError as exc:  # CONFIG renamed, disabled or not allowed for this user
-        return Check(ok=True, detail=f"maxmemory-policy unknown (CONFIG GET refused: {exc}); it must be {SAFE_POLICY}")
-    except Exception as exc:  # gone since the ping: the next probe says so
-        return Check(ok=False, detail=f"maxmemory-policy not read: {type(exc).__name__}")
-    policy = got.get("maxmemory-policy")
-    if not policy:
-        return Check(ok=True, detail=f"maxmemory-policy unknown (CONFIG GET said nothing); it must be {SAFE_POLICY}")
-    if policy != SAFE_POLICY:
-        return Check(
-            ok=False,
-            detail=f"maxmemory-policy is {policy}: a full Redis would evict assessments and queued jobs; "
-            f"set {SAFE_POLICY}",
-        )
-    return Check(ok=True, detail=f"maxmemory-policy {policy}")
+    @get(
+        operation_id="listWorkers",
+        **access("admin"),
+        summary="Live workers with their capabilities: judge configuration, index, encoders (from their heartbeats); "
+        "an operator tenant's admin only",
+    )
+    async def list_workers(self, resources: Resources, request: Request[Any, Any, Any]) -> WorkersDetail:
+        require_operator(request, resources.settings, "the workers serve every tenant")
+        report, records = await workers_report(resources)
+        return WorkersDetail(report=report, workers=records)

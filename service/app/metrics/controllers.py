@@ -13,9 +13,9 @@ from typing import Any
 from litestar import Controller, Request, Response, get
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from service.app.auth import access, principal_of
+from service.app.auth import access, require_operator
+from service.app.health.services import workers_report
 from service.app.resources import Resources
-from service.core.errors import Forbidden
 from service.core.telemetry import QUEUE_DEPTH
 
 __all__ = ["MetricsController", "refresh_queue_depth"]
@@ -24,9 +24,11 @@ logger = logging.getLogger("trisk.metrics")
 
 
 async def refresh_queue_depth(resources: Resources) -> None:
-    """Read the ARQ queue's length (a sorted set) into the gauge; a Redis outage leaves the last value."""
+    """Read the ARQ queue's length (a sorted set) and the live workers (their heartbeats) into the gauges; a Redis
+    outage leaves the last values."""
     if resources.redis is None:
         return
+    await workers_report(resources)
     queue = resources.settings.redis.queue_name
     try:
         depth = await asyncio.wait_for(resources.redis.zcard(queue), timeout=1.0)
@@ -44,17 +46,11 @@ class MetricsController(Controller):
     @get(
         operation_id="getMetrics",
         **access("admin"),
-        summary="Prometheus metrics of this API process (request latency per route, queue depth, rate limits); "
+        summary="Prometheus metrics of this API process (latency per route, queue depth, live workers, rate limits); "
         "an operator tenant's admin only",
         media_type=CONTENT_TYPE_LATEST,
     )
     async def metrics(self, resources: Resources, request: Request[Any, Any, Any]) -> Response[bytes]:
-        operators = [t.strip() for t in resources.settings.api.operator_tenants.split(",") if t.strip()]
-        if principal_of(request).tenant not in operators:
-            raise Forbidden(
-                "the process metrics count every tenant's traffic: only an operator tenant's admin reads them "
-                "(TRISK_OPERATOR_TENANTS)",
-                extra={"required_scope": "admin"},
-            )
+        require_operator(request, resources.settings, "the process metrics count every tenant's traffic")
         await refresh_queue_depth(resources)
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

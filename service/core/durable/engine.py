@@ -18,12 +18,14 @@ from sqlalchemy.exc import ArgumentError, IntegrityError
 
 from service.core.settings import DurableSettings, SettingError
 
-__all__ = ["database_url", "describe", "is_duplicate_key", "lock", "make_engine", "write_transaction"]
+__all__ = ["database_url", "describe", "is_duplicate_key", "lock", "make_engine", "ping", "write_transaction"]
 
 _WRITE = "trisk_durable_write"  # execution option: this connection's transaction will write
 _POSTGRES_SCHEMES = {"postgresql", "postgres", "postgresql+psycopg"}
 # seconds a writer waits for another one: SQLite's busy timeout and PostgreSQL's connect timeout
 _WAIT_SECONDS = 30
+# milliseconds unacknowledged data may wait before the connection is given up (tests/deploy/test_rehearsal.py)
+_TCP_USER_TIMEOUT_MS = 15_000
 
 
 def database_url(settings: DurableSettings) -> sa.URL:
@@ -74,7 +76,18 @@ def make_engine(url: sa.URL) -> Engine:
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
         return engine
-    connect_args: dict[str, Any] = {"connect_timeout": _WAIT_SECONDS, "application_name": "trisk"}
+    connect_args: dict[str, Any] = {
+        "connect_timeout": _WAIT_SECONDS,
+        "application_name": "trisk",
+        # a database cut off mid-request (a partition, a failed-over host that vanished) fails the request within
+        # TCP_USER_TIMEOUT instead of hanging for the kernel's retransmission timeout (about 15 minutes); keepalives
+        # find a dead pooled connection while it is idle
+        "tcp_user_timeout": _TCP_USER_TIMEOUT_MS,
+        "keepalives": 1,
+        "keepalives_idle": 30,
+        "keepalives_interval": 5,
+        "keepalives_count": 3,
+    }
     for key in connect_args.copy():
         if key in url.query:  # what the URL says wins
             del connect_args[key]
@@ -121,3 +134,9 @@ def is_duplicate_key(exc: IntegrityError) -> bool:
     if getattr(orig, "sqlstate", None) == "23505":  # PostgreSQL unique_violation
         return True
     return getattr(orig, "sqlite_errorname", None) in ("SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_CONSTRAINT_UNIQUE")
+
+
+def ping(engine: Engine) -> None:
+    """One round trip to the database (readiness): raises when it does not answer."""
+    with engine.connect() as con:
+        con.execute(sa.text("SELECT 1"))

@@ -22,6 +22,7 @@ __all__ = [
     "model_activations",
     "persona_versions",
     "risk_models",
+    "schema_compat",
     "verdicts",
 ]
 
@@ -175,6 +176,21 @@ persona_versions = sa.Table(
     sa.Column("deleted", sa.Boolean, nullable=False),
     sa.Column("created_at", Time, nullable=False),
     sa.Index("persona_versions_persona", "tenant", "persona_id", "id"),
+    sqlite_autoincrement=True,
+    info={"append_only": True},
+)
+
+# which releases may run on this schema: every upgrade that moves the head appends the oldest revision whose code still
+# works on it (raised only by a contract migration, service/core/durable/migrate.py); a release that finds the database
+# at a revision it does not know reads the latest row to decide whether it may run (rollback)
+schema_compat = sa.Table(
+    "schema_compat",
+    metadata,
+    sa.Column("id", Serial, primary_key=True, autoincrement=True),
+    sa.Column("revision", sa.Text, nullable=False),  # the head this row was written at
+    sa.Column("oldest_reader", sa.Text, nullable=False),  # the oldest revision whose code runs on that schema
+    sa.Column("release", sa.Text, nullable=False),  # service.__version__ of the release that migrated
+    sa.Column("created_at", Time, nullable=False),
     sqlite_autoincrement=True,
     info={"append_only": True},
 )

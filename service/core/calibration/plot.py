@@ -110,7 +110,9 @@ def report_svg(
         ranked.append((0 if kind != "signal" else 1, -a, name, vals[have], y, a))
     ranked.sort(key=lambda r: (r[0], r[1]))
     lx = x0 + pw + 24
-    for k, (_, _, name, vals, y, a) in enumerate(ranked[: len(_COLOURS)]):
+    shown = list(enumerate(ranked[: len(_COLOURS)]))
+    # drawn last to first, so the lead curve lies on top of the others (the stored risk often equals it)
+    for k, (_, _, name, vals, y, a) in reversed(shown):
         colour = _COLOURS[k]
         pts = " ".join(f"{px(b):.1f},{py(r):.1f}" for b, r in recall_curve(vals, y))
         width = "2.6" if k == 0 else "1.6"

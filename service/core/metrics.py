@@ -75,7 +75,9 @@ def auc(scores: ArrayLike, labels: ArrayLike) -> float:
 def auc_interval(scores: ArrayLike, labels: ArrayLike, confidence: float = 0.95) -> tuple[float, float]:
     """DeLong's interval for the AUC (DeLong, DeLong & Clarke-Pearson 1988): the variance of the Mann-Whitney
     statistic from its structural components (midranks: a tie counts one half, as in ``auc``), a normal interval
-    clipped to [0, 1]. (nan, nan) when a class has fewer than two items (the variance is undefined)."""
+    clipped to [0, 1]. (nan, nan) when a class has fewer than two items (the variance is undefined) and at complete
+    separation (AUC 0 or 1), where the variance is zero and a zero-width interval would claim a certainty that a
+    few items do not give."""
     s = _as_scores(scores)
     y = _as_labels(labels, s.shape[0])
     pos, neg = s[y], s[~y]
@@ -87,6 +89,8 @@ def auc_interval(scores: ArrayLike, labels: ArrayLike, confidence: float = 0.95)
     v10 = (ranks[:m] - stats.rankdata(pos)) / n
     v01 = 1.0 - (ranks[m:] - stats.rankdata(neg)) / m
     value = float(v10.mean())
+    if value <= 0.0 or value >= 1.0:
+        return (math.nan, math.nan)
     se = math.sqrt(float(np.var(v10, ddof=1)) / m + float(np.var(v01, ddof=1)) / n)
     z = float(stats.norm.ppf(0.5 + confidence / 2.0))
     return (max(0.0, value - z * se), min(1.0, value + z * se))

@@ -126,10 +126,14 @@ def test_each_page_needs_its_scope_and_says_so_in_the_apis_words(tc: Any, seeded
 
 def test_the_flagged_candidate_shows_its_finding_marked_and_aligned(tc: Any, seeded: Seeded) -> None:
     sign_in(tc, seeded.key("admin"))
+    tc.headers["Authorization"] = f"Bearer {seeded.key('admin')}"  # for the JSON route beside the page
     page = tc.get(_item_url(seeded, "d")).text
     marks = re.findall(r'<mark class="sev-major" data-n="([0-9,]+)"[^>]*>([^<]+)</mark>', page)
     assert ("1", "three") in marks or any(text == "three" and "1" in n.split(",") for n, text in marks)
     assert "number: source and 3/3 peers say four; candidate says three" in page
+    queue = tc.get("/v1/review/queue", params={"model": "meta-llama/llama-3.1-70b"}).json()
+    assert [f["rule"] for f in queue["items"][0]["flags"]] == ["critical.number", "critical.list_size"]
+    assert "critical.number" in tc.get("/ui/queue?model=meta-llama/llama-3.1-70b").text
     assert "marked in the candidate" in page
     # the peers are aligned by clause: "Which three?" sits beside the peers' "What four?"
     row = re.search(r"<tr class=\"\">\s*<td class=\"cand\">Which <mark[^>]*>three</mark>\?</td>(.*?)</tr>", page, re.S)

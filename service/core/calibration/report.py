@@ -49,7 +49,8 @@ def _auc_figure(scores: np.ndarray, y: np.ndarray) -> dict[str, Any]:
     else:
         out["value"] = num(auc(scores, y))
         low, high = auc_interval(scores, y)
-        out["ci"] = [num(low), num(high)]  # DeLong, 95%; nulls with fewer than two items of a class
+        # DeLong, 95%; nulls with fewer than two items of a class or at complete separation (AUC 0 or 1)
+        out["ci"] = [num(low), num(high)]
     return out
 
 

@@ -27,12 +27,13 @@ def _page_problem(request: Request[Any, Any, Any], exc: Exception) -> Response[A
     problem = problem_for(request, exc)
     body: dict[str, Any] = problem.content if isinstance(problem.content, dict) else {}
     headers = {k: v for k, v in problem.headers.items() if k.lower() == "retry-after"}
-    if request.url.path.rstrip("/") == "/ui/signin" and problem.status_code in (401, 403, 429):
+    status = problem.status_code or 500
+    if request.url.path.rstrip("/") == "/ui/signin" and status in (401, 403, 429):
         token = secrets.token_urlsafe(24)
         form = page(
             request,
             "signin.html",
-            status_code=problem.status_code,
+            status_code=status,
             headers=headers,
             signin_csrf=token,
             next="",
@@ -40,7 +41,7 @@ def _page_problem(request: Request[Any, Any, Any], exc: Exception) -> Response[A
         )
         form.cookies.append(cookie(request, SIGNIN_COOKIE, token, 600, "/ui/signin"))
         return form
-    return page(request, "error.html", status_code=problem.status_code, headers=headers, problem=body)
+    return page(request, "error.html", status_code=status, headers=headers, problem=body)
 
 
 def page_exception_handlers() -> dict[Any, Any]:

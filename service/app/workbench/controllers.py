@@ -38,9 +38,10 @@ from service.app.workbench.assets import STATIC_DIR
 from service.app.workbench.errors import page_exception_handlers
 from service.app.workbench.pages import filters_of, item_page
 from service.app.workbench.render import page
+from service.app.workbench.sessions import Session
 from service.core.auth import Principal
 from service.core.durable import DurableStore
-from service.core.errors import Conflict, Forbidden, InputError, MalformedRequest, NotFound
+from service.core.errors import Conflict, Forbidden, MalformedRequest, NotFound
 from service.core.review import ReviewQueue, get_review_settings
 from service.core.risk_catalog import ModelCatalog
 from service.core.settings import Settings
@@ -69,6 +70,8 @@ class CsrfForm(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class ClaimForm(msgspec.Struct, forbid_unknown_fields=True):
+    """Claim the next item with the queue's filters (the verdict form carries them too, to claim after it)."""
+
     csrf: str = ""
     tier: str = ""
     lang: str = ""
@@ -76,19 +79,17 @@ class ClaimForm(msgspec.Struct, forbid_unknown_fields=True):
     batch: str = ""
     scope: str = "flagged"
 
+    def kept(self) -> dict[str, str]:
+        return filters_of({"tier": self.tier, "lang": self.lang, "model": self.model, "batch": self.batch,
+                           "scope": self.scope})  # fmt: skip
 
-class VerdictForm(msgspec.Struct, forbid_unknown_fields=True):
-    csrf: str = ""
+
+class VerdictForm(ClaimForm, forbid_unknown_fields=True):
     label: str = ""
     error_category: str = ""
     note: str = ""
     lease_id: str = ""
     then: str = "next"  # "next": claim the next item; "queue": back to the queue
-    tier: str = ""
-    lang: str = ""
-    model: str = ""
-    batch: str = ""
-    scope: str = "flagged"
 
 
 class LeaseForm(msgspec.Struct, forbid_unknown_fields=True):
@@ -97,6 +98,13 @@ class LeaseForm(msgspec.Struct, forbid_unknown_fields=True):
 
 
 Form = Body(media_type=RequestEncodingType.URL_ENCODED)
+
+
+def form_session(request: Request[Any, Any, Any], csrf: str) -> tuple[str, Session]:
+    """The session a form was posted in, once the form's token matches it."""
+    token, session = session_of(request)
+    require_csrf(session, csrf)
+    return token, session
 
 
 def see_other(path: str) -> Redirect:
@@ -170,8 +178,7 @@ async def signin(
 async def signout(
     request: Request[Any, Any, Any], settings: Settings, data: Annotated[CsrfForm, Form]
 ) -> Response[Any]:
-    token, session = session_of(request)
-    require_csrf(session, data.csrf)
+    token, session = form_session(request, data.csrf)
     await session_store(request).delete(token, session)
     response: Response[Any] = see_other("/ui/signin?m=signed_out")
     response.cookies.append(cookie(request, COOKIE, "", 0, "/ui"))
@@ -220,27 +227,16 @@ async def queue_page(
 async def claim_next(
     request: Request[Any, Any, Any], review_queue: ReviewQueue, tenant: str, data: Annotated[ClaimForm, Form]
 ) -> Redirect:
-    token, session = session_of(request)
-    require_csrf(session, data.csrf)
-    return await _claim_and_go(
-        request, review_queue, tenant, token, data.tier, data.lang, data.model, data.batch, data.scope
-    )
+    token, _ = form_session(request, data.csrf)
+    return await _claim_and_go(request, review_queue, tenant, token, data)
 
 
 async def _claim_and_go(
-    request: Request[Any, Any, Any],
-    review_queue: ReviewQueue,
-    tenant: str,
-    token: str,
-    tier: str,
-    lang: str,
-    model: str,
-    batch: str,
-    scope: str,
+    request: Request[Any, Any, Any], review_queue: ReviewQueue, tenant: str, token: str, form: ClaimForm
 ) -> Redirect:
     """Lease the next item through the claim logic of ``POST /v1/review/claims`` and open it."""
     _, session = session_of(request)
-    f = _filters(tier, lang, model, batch, scope)
+    f = _filters(form.tier, form.lang, form.model, form.batch, form.scope)
     lease = await review.claim(
         review_queue,
         tenant,
@@ -254,7 +250,7 @@ async def _claim_and_go(
             scope=f.scope,
         ),
     )
-    keep = filters_of({"tier": tier, "lang": lang, "model": model, "batch": batch, "scope": scope})
+    keep = form.kept()
     if not lease.items:
         return see_other("/ui/queue" + _query(**keep, m="empty"))
     await session_store(request).remember_lease(token, session, lease.lease_id, lease.expires_at)
@@ -304,10 +300,7 @@ async def verdict(
     tenant: str,
     data: Annotated[VerdictForm, Form],
 ) -> Redirect:
-    token, session = session_of(request)
-    require_csrf(session, data.csrf)
-    if data.label not in ("VALID", "MINOR", "MAJOR"):
-        raise InputError(f"label must be VALID, MINOR or MAJOR; got {data.label!r}", extra={"field": "label"})
+    token, session = form_session(request, data.csrf)
     lease_id = data.lease_id if data.lease_id in session.leases else None
     try:  # the JSON route's own limits (lengths), through its own request type
         given = msgspec.convert(
@@ -328,14 +321,9 @@ async def verdict(
         with contextlib.suppress(NotFound, Conflict):  # the lease ended meanwhile
             await review.release(review_queue, tenant, lease_id)
         await session_store(request).forget_lease(token, session, lease_id)
-    keep = filters_of(
-        {"tier": data.tier, "lang": data.lang, "model": data.model, "batch": data.batch, "scope": data.scope}
-    )
     if data.then == "next":
-        return await _claim_and_go(
-            request, review_queue, tenant, token, data.tier, data.lang, data.model, data.batch, data.scope
-        )
-    return see_other("/ui/queue" + _query(**keep, m="recorded"))
+        return await _claim_and_go(request, review_queue, tenant, token, data)
+    return see_other("/ui/queue" + _query(**data.kept(), m="recorded"))
 
 
 @post("/leases/{lease_id:str}/renew", include_in_schema=False, status_code=303, **page_access("review"))
@@ -346,8 +334,7 @@ async def renew(
     tenant: str,
     data: Annotated[LeaseForm, Form],
 ) -> Redirect:
-    token, session = session_of(request)
-    require_csrf(session, data.csrf)
+    token, session = form_session(request, data.csrf)
     lease = await review.renew(review_queue, tenant, lease_id, RenewRequest(reviewer=reviewer_of(_principal(request))))
     await session_store(request).remember_lease(token, session, lease.lease_id, lease.expires_at)
     target = f"/ui/items/{data.item_id}" if data.item_id else "/ui/queue"
@@ -362,8 +349,7 @@ async def release(
     tenant: str,
     data: Annotated[LeaseForm, Form],
 ) -> Redirect:
-    token, session = session_of(request)
-    require_csrf(session, data.csrf)
+    token, session = form_session(request, data.csrf)
     await review.release(review_queue, tenant, lease_id)
     await session_store(request).forget_lease(token, session, lease_id)
     return see_other("/ui/queue?m=released")

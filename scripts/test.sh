@@ -5,4 +5,6 @@ cd "$(dirname "$0")/.."
 REDIS_URL="${TRISK_TEST_REDIS_URL:-redis://127.0.0.1:6379/15}" ./scripts/redis.sh
 # without PostgreSQL the suite still runs: its PostgreSQL tests then fail and say how to start it
 ./scripts/postgres.sh || echo "postgres: not answering; the durable store's PostgreSQL tests will fail" >&2
+# the workbench's browser tests drive Debian's chromium: installed when missing (a no-op when it is there)
+./scripts/browser.sh || echo "browser: chromium is missing; the workbench's browser test will fail" >&2
 exec .venv/bin/python -m pytest -q "$@"

@@ -30,9 +30,12 @@ __all__ = [
     "SECURITY_SCHEMES",
     "KeyCache",
     "access",
+    "admit",
     "authenticate_request",
+    "key_cache",
     "principal_of",
     "require_operator",
+    "single_query_values",
 ]
 
 RATELIMIT_HEADERS = "trisk_ratelimit_headers"  # where the guard leaves the headers in the request's scope state
@@ -104,28 +107,42 @@ def _token(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
     return connection.headers.get("x-api-key")
 
 
-async def authenticate_request(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
+def key_cache(connection: ASGIConnection[Any, Any, Any, Any]) -> KeyCache:
+    keys: KeyCache | None = getattr(connection.app.state.resources, "keys", None)
+    if keys is None:
+        raise NotReady("the key store is not open")
+    return keys
+
+
+async def authenticate_request(connection: ASGIConnection[Any, Any, Any, Any], token: str | None = None) -> Principal:
     """The caller's key (401 when missing or invalid), then one request of its rate limits (429); the rate-limit
     headers wait in the scope for ``RequestContextMiddleware`` to put on the answer, whatever it is. Runs as the
-    route's guard, inside the route's exception handling, so a refusal is an ordinary problem+json response."""
+    route's guard, inside the route's exception handling, so a refusal is an ordinary problem+json response.
+    ``token``: a key given otherwise than in the request's headers (the workbench's sign-in form)."""
     user = connection.scope.get("user")
     if isinstance(user, Principal):
         return user
     resources = connection.app.state.resources
-    keys: KeyCache | None = getattr(resources, "keys", None)
-    if keys is None:
-        raise NotReady("the key store is not open")
+    keys = key_cache(connection)
     failures: FailureLimiter | None = getattr(resources, "auth_failures", None)
     address = connection.client.host if connection.client else "unknown"
     if failures is not None and failures.enabled and (wait := failures.blocked(address)):
         raise _too_many_failures(wait)
-    token = _token(connection)
+    token = token if token is not None else _token(connection)
     try:
         principal = await asyncio.to_thread(authenticate, token, keys.find)
     except Unauthorized:
         if token and failures is not None and failures.enabled and (wait := await failures.record(address)):
             raise _too_many_failures(wait) from None
         raise
+    return await admit(connection, principal)
+
+
+async def admit(connection: ASGIConnection[Any, Any, Any, Any], principal: Principal) -> Principal:
+    """The request is ``principal``'s (tenant, logs, last use), within its rate limits (429): the one way in, for a
+    key in the headers and for a workbench session alike."""
+    resources = connection.app.state.resources
+    keys = key_cache(connection)
     connection.scope["user"] = principal
     connection.scope["auth"] = principal
     TENANT.set(principal.tenant)  # this request's task only: every log line of the request names the tenant
@@ -171,7 +188,7 @@ def principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
     return user
 
 
-def _single_query_values(connection: ASGIConnection[Any, Any, Any, Any]) -> None:
+def single_query_values(connection: ASGIConnection[Any, Any, Any, Any]) -> None:
     """No route takes a list in its query: a parameter given twice is malformed, not silently one of its values."""
     for name in connection.query_params:
         values = connection.query_params.getall(name)
@@ -182,7 +199,7 @@ def _single_query_values(connection: ASGIConnection[Any, Any, Any, Any]) -> None
 def _guard(scope: KeyScope) -> Any:
     async def guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
         (await authenticate_request(connection)).require(scope)
-        _single_query_values(connection)
+        single_query_values(connection)
 
     guard.__name__ = f"requires_{scope}"
     return guard

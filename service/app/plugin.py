@@ -34,6 +34,7 @@ from service.app.poller.controllers import PollerController
 from service.app.problems import exception_handlers
 from service.app.resources import Resources, open_queue
 from service.app.review.controllers import AdjudicationController, ReviewController
+from service.app.workbench import template_config, workbench_handlers
 from service.core.durable import open_store
 from service.core.durable.access import AccessStore
 from service.core.novelty import load_indexes
@@ -88,8 +89,10 @@ class TriskPlugin(InitPluginProtocol):
                 PersonaController,
                 PollerController,
                 MataController,
+                *workbench_handlers(),
             ]
         )
+        app_config.template_config = template_config()
         app_config.route_handlers.append(docs_assets())
         if not self.settings.api.metrics_port:
             app_config.route_handlers.append(MetricsController)

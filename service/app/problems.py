@@ -16,7 +16,15 @@ from service.core.errors import TriskError
 from service.core.redact import scrub
 from service.core.redis_client import REDIS_AWAY, redis_unavailable
 
-__all__ = ["PROBLEM_JSON", "PROBLEM_STATUSES", "Problem", "exception_handlers", "problem", "problem_responses"]
+__all__ = [
+    "PROBLEM_JSON",
+    "PROBLEM_STATUSES",
+    "Problem",
+    "exception_handlers",
+    "problem",
+    "problem_for",
+    "problem_responses",
+]
 
 PROBLEM_JSON = "application/problem+json"
 logger = logging.getLogger("trisk.problems")
@@ -144,3 +152,14 @@ exception_handlers: dict[Any, Any] = {
     RecursionError: _recursion,
     Exception: _unexpected,
 }
+
+
+def problem_for(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    """The problem+json answer the API gives for ``exc`` (the handler of its nearest class above): for a page that
+    shows the same status, title and wording."""
+    for cls in type(exc).__mro__:
+        handler = exception_handlers.get(cls)
+        if handler is not None:
+            response: Response[Any] = handler(request, exc)
+            return response
+    return _unexpected(request, exc)

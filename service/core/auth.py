@@ -39,6 +39,7 @@ __all__ = [
     "authenticate",
     "new_key",
     "parse_token",
+    "principal_of_key",
     "validate_scopes",
 ]
 
@@ -142,8 +143,14 @@ def authenticate(token: str | None, find: object, *, now: float | None = None) -
         key_id, secret = parsed
         key = find(key_id)  # type: ignore[operator]
     ok = hmac.compare_digest(_digest(secret), key.secret_sha256 if key is not None else _DUMMY)
+    return principal_of_key(key if ok else None, now=now)
+
+
+def principal_of_key(key: ApiKey | None, *, now: float | None = None) -> Principal:
+    """The caller a key record stands for, once its secret has been checked (here, or at a workbench sign-in whose
+    session names the key): 401 for no record, a revoked or an expired one, in the wording of ``authenticate``."""
     at = time.time() if now is None else now
-    if key is None or not ok or key.revoked_at is not None or (key.expires_at is not None and key.expires_at <= at):
+    if key is None or key.revoked_at is not None or (key.expires_at is not None and key.expires_at <= at):
         raise Unauthorized("the API key is not valid (unknown, revoked or expired)")
     scopes: set[Scope] = set()
     for s in key.scopes:

@@ -23,6 +23,7 @@ __all__ = [
     "BudgetStats",
     "Interval",
     "auc",
+    "auc_interval",
     "bootstrap_interval",
     "budget_count",
     "budget_stats",
@@ -69,6 +70,30 @@ def auc(scores: ArrayLike, labels: ArrayLike) -> float:
     if n_pos == 0 or n_pos == y.shape[0]:
         return math.nan
     return float(roc_auc_score(y, s))
+
+
+def auc_interval(scores: ArrayLike, labels: ArrayLike, confidence: float = 0.95) -> tuple[float, float]:
+    """DeLong's interval for the AUC (DeLong, DeLong & Clarke-Pearson 1988): the variance of the Mann-Whitney
+    statistic from its structural components (midranks: a tie counts one half, as in ``auc``), a normal interval
+    clipped to [0, 1]. (nan, nan) when a class has fewer than two items (the variance is undefined) and at complete
+    separation (AUC 0 or 1), where the variance is zero and a zero-width interval would claim a certainty that a
+    few items do not give."""
+    s = _as_scores(scores)
+    y = _as_labels(labels, s.shape[0])
+    pos, neg = s[y], s[~y]
+    m, n = pos.shape[0], neg.shape[0]
+    if m < 2 or n < 2:
+        return (math.nan, math.nan)
+    ranks = stats.rankdata(np.concatenate([pos, neg]))
+    # V10: share of negatives below each positive; V01: share of positives above each negative (ties one half)
+    v10 = (ranks[:m] - stats.rankdata(pos)) / n
+    v01 = 1.0 - (ranks[m:] - stats.rankdata(neg)) / m
+    value = float(v10.mean())
+    if value <= 0.0 or value >= 1.0:
+        return (math.nan, math.nan)
+    se = math.sqrt(float(np.var(v10, ddof=1)) / m + float(np.var(v01, ddof=1)) / n)
+    z = float(stats.norm.ppf(0.5 + confidence / 2.0))
+    return (max(0.0, value - z * se), min(1.0, value + z * se))
 
 
 def budget_count(n: int, budget: float) -> int:

@@ -452,6 +452,15 @@ class ApiSettings(SettingsGroup):
     rate_per_tenant: int = setting(
         "TRISK_RATE_PER_TENANT", 1200, "requests per minute all keys of a tenant may make (0 = no limit)"
     )
+    # the review workbench (/ui): a sign-in with a key gives a session cookie for this long, never longer than the key
+    session_seconds: int = setting(
+        "TRISK_SESSION_SECONDS", 8 * 3600, "a workbench sign-in lasts this long, then the reviewer signs in again"
+    )
+    session_cookie_secure: bool = setting(
+        "TRISK_SESSION_COOKIE_SECURE",
+        False,
+        "mark the workbench's session cookie Secure on plain-http requests too (behind a TLS proxy); over https it is",
+    )
     # unauthenticated traffic must cost a bounded amount of memory and few database reads (service/app/auth.py)
     auth_failures_per_minute: int = setting(
         "TRISK_AUTH_FAILURES_PER_MINUTE",

@@ -12,6 +12,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from service.core.metrics import (
     auc,
+    auc_interval,
     budget_count,
     budget_stats,
     cohen_kappa,
@@ -215,3 +216,34 @@ def test_row_helpers_match_scipy_and_sklearn(seed: int) -> None:
     b = np.where(rng.random((6, 30)) < 0.6, a, rng.integers(0, 3, (6, 30)))
     kappa = [cohen_kappa_score(r, t) for r, t in zip(a, b, strict=True)]
     assert cohen_kappa_rows(a, b, 3) == pytest.approx(kappa, abs=1e-12)
+
+
+def _delong_by_hand(scores: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
+    """DeLong's structural components written out pair by pair (O(m n)), a tie counting one half."""
+    pos, neg = scores[labels], scores[~labels]
+    psi = (pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :])
+    v10, v01 = psi.mean(axis=1), psi.mean(axis=0)
+    se = math.sqrt(v10.var(ddof=1) / len(pos) + v01.var(ddof=1) / len(neg))
+    z = stats.norm.ppf(0.975)
+    return max(0.0, v10.mean() - z * se), min(1.0, v10.mean() + z * se)
+
+
+def test_auc_interval_is_delongs() -> None:
+    rng = np.random.default_rng(3)
+    for n, shift in ((30, 0.5), (200, 1.0), (60, 0.0)):
+        y = rng.random(n) < 0.3
+        s = np.round(rng.normal(size=n) + shift * y, 1)  # rounded: ties across the classes
+        lo, hi = auc_interval(s, y)
+        want = _delong_by_hand(s, y)
+        assert lo == pytest.approx(want[0], abs=1e-12) and hi == pytest.approx(want[1], abs=1e-12)
+        assert lo <= auc(s, y) <= hi
+    few = ([0.1, 0.9, 0.4, 0.6, 0.5, 0.7], [0, 1, 0, 1, 1, 0])
+    wide = auc_interval(np.array(few[0]), np.array(few[1], dtype=bool))
+    narrow = auc_interval(np.tile(few[0], 40), np.tile(few[1], 40).astype(bool))
+    assert (wide[1] - wide[0]) > (narrow[1] - narrow[0])
+
+
+def test_auc_interval_is_undefined_with_fewer_than_two_of_a_class_or_complete_separation() -> None:
+    for scores, labels in (([0.1, 0.5, 0.9], [False, False, True]), ([0.1, 0.2, 0.8, 0.9], [False, False, True, True])):
+        lo, hi = auc_interval(scores, labels)
+        assert math.isnan(lo) and math.isnan(hi)

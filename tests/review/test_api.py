@@ -177,8 +177,16 @@ def test_fit_refuses_few_labels_then_fits_and_activates(api: Any, tenant: str, d
     active = _store(db_path).active(tenant)
     assert active is not None and active.model_name == out["model"]
     assert api.post("/v1/calibration/models/nope/activate").status_code == 404
+    assert api.post("/v1/calibration/models/test-risk/activate").status_code == 200
+    assert api.post(f"/v1/calibration/models/{out['model']}/activate").status_code == 200
+    history = api.get("/v1/calibration/activations").json()
+    assert [h["model"] for h in history] == [out["model"], "test-risk", out["model"]]  # oldest first, the last active
     rep = api.get("/v1/calibration/report").json()
     assert rep["model"]["name"] == out["model"]
+    aucs = [s["auc"]["major_vs_nonmajor"] for s in rep["scores"] if "refused" not in s]
+    inside = [a for a in aucs if a["value"] is not None and 0 < a["value"] < 1]
+    assert inside and all(a["ci"][0] < a["value"] < a["ci"][1] for a in inside)  # DeLong's interval around it
+    assert all(a["ci"] == [None, None] for a in aucs if a["value"] in (0.0, 1.0))  # no zero-width certainty
     svg = api.get("/v1/calibration/report.svg")
     assert svg.status_code == 200 and svg.headers["content-type"].startswith("image/svg+xml")
     assert svg.text.startswith("<svg") and "<polyline" in svg.text

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -10,9 +9,10 @@ import msgspec
 from litestar import Controller, Request, Response, get, post
 from litestar.response import Stream
 
-from service.app.assessments.schemas import BatchAccepted, BatchCounts, BatchOut, BatchRequest
+from service.app.assessments.schemas import BatchAccepted, BatchOut, BatchRequest
 from service.app.assessments.services import accept_batch
 from service.app.auth import access
+from service.app.batches.services import batch_progress
 from service.app.deps import JobQueue
 from service.core.errors import InputError
 from service.core.records import AssessmentRequest
@@ -72,22 +72,7 @@ class BatchController(Controller):
 
     @get("/{batch_id:str}", operation_id="getBatch", **access("read"), summary="A batch's progress counts")
     async def read(self, batch_id: str, store: Store, tenant: str) -> BatchOut:
-        batch = await store.get_batch(tenant, batch_id)
-        states = await store.get_many(tenant, batch.assessment_ids)
-        counts = Counter(s.status if s is not None else "expired" for s in states)
-        full = BatchCounts(
-            **{k: counts.get(k, 0) for k in ("pending", "running", "partial", "done", "failed", "expired")}
-        )
-        finished = full.done + full.failed + full.expired == len(states)
-        started = full.running or full.partial or full.done or full.failed
-        return BatchOut(
-            id=batch.id,
-            status="done" if finished else ("running" if started else "pending"),
-            total=len(states),
-            counts=full,
-            created_at=batch.created_at,
-            results_url=f"/v1/batches/{batch.id}/results",
-        )
+        return await batch_progress(store, tenant, batch_id)
 
     @get(
         "/{batch_id:str}/results",

@@ -81,6 +81,15 @@ class CalibrationController(Controller):
     async def models(self, catalog: ModelCatalog, tenant: str) -> list[ModelOut]:
         return await services.list_models(catalog, tenant)
 
+    @get(
+        "/activations",
+        operation_id="listRiskModelActivations",
+        **access("read"),
+        summary="Every activation of a risk model for this tenant, oldest first (the last is the active one)",
+    )
+    async def activations(self, catalog: ModelCatalog, tenant: str) -> list[ActivationOut]:
+        return await services.activations(catalog, tenant)
+
     @post(
         "/models/{name:str}/activate",
         operation_id="activateRiskModel",

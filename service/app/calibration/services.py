@@ -24,7 +24,7 @@ from service.core.review import get_review_settings
 from service.core.risk import RiskModel, RiskRegistry
 from service.core.risk_catalog import ModelCatalog
 
-__all__ = ["activate", "fit", "list_models", "report", "svg"]
+__all__ = ["activate", "activations", "fit", "list_models", "report", "svg"]
 
 
 def _items(db: DurableStore, tenant: str, source: str, candidate_model: str | None) -> tuple[list[LabelledItem], int]:
@@ -166,3 +166,9 @@ async def list_models(catalog: ModelCatalog, tenant: str) -> list[ModelOut]:
 async def activate(catalog: ModelCatalog, tenant: str, name: str) -> ActivationOut:
     act = await asyncio.to_thread(catalog.activate, tenant, name)
     return ActivationOut(act.tenant, act.model_name, act.rule, act.activated_at)
+
+
+async def activations(catalog: ModelCatalog, tenant: str) -> list[ActivationOut]:
+    """The tenant's activations, oldest first: the history of the model it scores with (none = the default)."""
+    rows = await asyncio.to_thread(catalog.db.activations, tenant)
+    return [ActivationOut(a.tenant, a.model_name, a.rule, a.activated_at) for a in rows]

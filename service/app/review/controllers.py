@@ -24,7 +24,7 @@ from service.app.review.schemas import (
     VerdictRequest,
 )
 from service.core.durable import DurableStore
-from service.core.review import ReviewQueue, get_review_settings
+from service.core.review import ReviewQueue
 from service.core.settings import Settings
 from service.core.store import Store
 
@@ -58,13 +58,13 @@ class ReviewController(Controller):
         offset: int = Parameter(default=0, ge=0),
         limit: int = Parameter(default=50, ge=1, le=500),
     ) -> QueuePage:
-        filters = {k: v for k, v in {"tier": tier, "lang": lang, "model": model, "batch_id": batch}.items() if v}
-        rows, total = await review_queue.list(
-            tenant, filters=filters, flagged_only=item_scope == "flagged", status=status, offset=offset, limit=limit
+        return await services.queue_page(
+            review_queue,
+            tenant,
+            services.QueueFilters(tier=tier, lang=lang, model=model, batch=batch, scope=item_scope, status=status),
+            offset=offset,
+            limit=limit,
         )
-        items = [services.item_out(it, st, n, lease) for it, st, n, lease in rows]
-        nxt = offset + limit if offset + limit < total else None
-        return QueuePage(items=items, total=total, offset=offset, limit=limit, next_offset=nxt)
 
     @post(
         "/claims",
@@ -84,11 +84,7 @@ class ReviewController(Controller):
         status_code=200,
     )
     async def renew(self, lease_id: str, data: RenewRequest, review_queue: ReviewQueue, tenant: str) -> LeaseOut:
-        lease = await review_queue.renew(
-            tenant, lease_id, data.reviewer, data.lease_seconds or get_review_settings().lease_seconds
-        )
-        items = [services.item_out(await review_queue.item(tenant, i), "leased", 0, lease.id) for i in lease.items]
-        return LeaseOut(lease.id, lease.reviewer, lease.expires_at, lease.created_at, items)
+        return await services.renew(review_queue, tenant, lease_id, data)
 
     @delete(
         "/claims/{lease_id:str}",
@@ -98,8 +94,7 @@ class ReviewController(Controller):
         status_code=200,
     )
     async def release(self, lease_id: str, review_queue: ReviewQueue, tenant: str) -> ReleaseOut:
-        released = await review_queue.release(tenant, lease_id)
-        return ReleaseOut(lease_id=lease_id, released=released)
+        return await services.release(review_queue, tenant, lease_id)
 
     @get(
         "/items/{item_id:str}",

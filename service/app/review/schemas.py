@@ -8,11 +8,12 @@ import msgspec
 
 from service.core.budget import Budget
 from service.core.durable import Label
+from service.core.llm import CandidateChecks
 from service.core.records import Routing, Status
 from service.core.review.adjudication import JudgeVote
 from service.core.risk import RiskResult
 from service.core.types import Flag, SignalResult
-from service.core.views import SourceView
+from service.core.views import LLMTierView, SourceView
 
 __all__ = [
     "AdjudicationOut",
@@ -51,6 +52,7 @@ class QueueItemOut(msgspec.Struct):
     passage: str
     risk: RiskResult | None = None
     lease_id: str | None = None
+    flags: list[Flag] = msgspec.field(default_factory=list)  # the findings, worded for a reviewer
 
 
 class QueuePage(msgspec.Struct):
@@ -161,6 +163,10 @@ class ReviewItemOut(msgspec.Struct):
     budget: Budget | None
     verdicts: list[VerdictOut]
     adjudications: list[AdjudicationOut]
+    # what each judge answered on this candidate (a score, an answer that did not parse, a timeout...), and how the
+    # assessment's LLM tier stands; None when the tier did not run or the assessment has expired
+    judge_answers: CandidateChecks | None = None
+    llm_tier: LLMTierView | None = None
 
 
 class AdjudicationRequest(msgspec.Struct, forbid_unknown_fields=True):

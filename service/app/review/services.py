@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import msgspec
 
@@ -14,6 +15,9 @@ from service.app.review.schemas import (
     ClaimRequest,
     LeaseOut,
     QueueItemOut,
+    QueuePage,
+    ReleaseOut,
+    RenewRequest,
     ReviewCandidate,
     ReviewItemOut,
     VerdictOut,
@@ -21,7 +25,8 @@ from service.app.review.schemas import (
 )
 from service.core.durable import Adjudication, DurableStore, Verdict
 from service.core.errors import InputError, NotFound
-from service.core.review import JudgeVote, QueueItem, ReviewQueue, get_review_settings
+from service.core.llm import CandidateChecks
+from service.core.review import JudgeVote, Lease, QueueItem, ReviewQueue, get_review_settings
 from service.core.review.adjudication_jobs import (
     new_adjudication,
     pending_adjudication,
@@ -32,9 +37,10 @@ from service.core.review.adjudication_jobs import (
 from service.core.settings import Settings
 from service.core.store import Store
 from service.core.types import SignalResult
-from service.core.views import render_assessment
+from service.core.views import LLMTierView, render_assessment
 
 __all__ = [
+    "QueueFilters",
     "adjudicate",
     "adjudication",
     "adjudication_out",
@@ -42,7 +48,10 @@ __all__ = [
     "claim",
     "item_detail",
     "item_out",
+    "queue_page",
     "record_verdict",
+    "release",
+    "renew",
     "verdict_out",
 ]
 
@@ -65,7 +74,40 @@ def item_out(it: QueueItem, status: Any = "open", verdicts: int = 0, lease_id: s
         passage=it.passage,
         risk=it.snapshot.risk,
         lease_id=lease_id,
+        flags=it.snapshot.flags,
     )
+
+
+@dataclass(frozen=True)
+class QueueFilters:
+    """What a queue listing or a claim is narrowed to (the queue route's query, the workbench's filter form)."""
+
+    tier: str | None = None
+    lang: str | None = None
+    model: str | None = None
+    batch: str | None = None
+    scope: Literal["flagged", "all"] = "flagged"
+    status: Literal["pending", "open", "leased", "reviewed", "any"] = "pending"
+
+    def attributes(self) -> dict[str, str]:
+        """The item attributes to match, by the queue's field names; an empty filter matches everything."""
+        given = {"tier": self.tier, "lang": self.lang, "model": self.model, "batch_id": self.batch}
+        return {k: v for k, v in given.items() if v}
+
+
+async def queue_page(queue: ReviewQueue, tenant: str, filters: QueueFilters, *, offset: int, limit: int) -> QueuePage:
+    """One page of the queue in the one ranking (``risk.priority``), with the total that matches."""
+    rows, total = await queue.list(
+        tenant,
+        filters=filters.attributes(),
+        flagged_only=filters.scope == "flagged",
+        status=filters.status,
+        offset=offset,
+        limit=limit,
+    )
+    items = [item_out(it, st, n, lease) for it, st, n, lease in rows]
+    nxt = offset + limit if offset + limit < total else None
+    return QueuePage(items=items, total=total, offset=offset, limit=limit, next_offset=nxt)
 
 
 def verdict_out(v: Verdict) -> VerdictOut:
@@ -92,17 +134,27 @@ async def claim(queue: ReviewQueue, tenant: str, data: ClaimRequest) -> LeaseOut
     seconds = data.lease_seconds or rs.lease_seconds
     if seconds > rs.max_lease_seconds:
         raise InputError(f"lease_seconds is {seconds}; at most {rs.max_lease_seconds} (renew instead)")
-    filters = {"tier": data.tier, "lang": data.lang, "model": data.model, "batch_id": data.batch}
+    filters = QueueFilters(tier=data.tier, lang=data.lang, model=data.model, batch=data.batch, scope=data.scope)
     lease = await queue.claim(
-        tenant,
-        data.reviewer,
-        data.n,
-        seconds,
-        filters={k: v for k, v in filters.items() if v is not None},
-        flagged_only=data.scope == "flagged",
+        tenant, data.reviewer, data.n, seconds, filters=filters.attributes(), flagged_only=filters.scope == "flagged"
     )
+    return await _lease_out(queue, tenant, lease)
+
+
+async def _lease_out(queue: ReviewQueue, tenant: str, lease: Lease) -> LeaseOut:
     items = [item_out(await queue.item(tenant, iid), "leased", 0, lease.id) for iid in lease.items]
     return LeaseOut(lease.id, lease.reviewer, lease.expires_at, lease.created_at, items)
+
+
+async def renew(queue: ReviewQueue, tenant: str, lease_id: str, data: RenewRequest) -> LeaseOut:
+    """Extend a lease's visibility timeout (only its reviewer may; 409 for another, 404 once it has expired)."""
+    seconds = data.lease_seconds or get_review_settings().lease_seconds
+    return await _lease_out(queue, tenant, await queue.renew(tenant, lease_id, data.reviewer, seconds))
+
+
+async def release(queue: ReviewQueue, tenant: str, lease_id: str) -> ReleaseOut:
+    """Give a lease up: its unreviewed items go back to the queue."""
+    return ReleaseOut(lease_id=lease_id, released=await queue.release(tenant, lease_id))
 
 
 def _verdict_snapshot(item: QueueItem) -> dict[str, Any]:
@@ -155,9 +207,14 @@ async def item_detail(queue: ReviewQueue, store: Store, db: DurableStore, tenant
     source = candidate = None
     peers: list[ReviewCandidate] = []
     judges: dict[str, SignalResult] = {}
+    answers: CandidateChecks | None = None
+    llm_tier: LLMTierView | None = None
     if state is not None:
         view = render_assessment(state)
         source = view.source
+        llm_tier = view.llm_tier
+        if view.llm is not None:
+            answers = view.llm.details.get(item.candidate_id)
         texts = {c.id: c.text for c in state.meta.request.candidates}
         for c in view.candidates:
             row = ReviewCandidate(id=c.id, model=c.model, text=texts[c.id], risk=c.risk, budget=c.budget, flags=c.flags)
@@ -182,6 +239,8 @@ async def item_detail(queue: ReviewQueue, store: Store, db: DurableStore, tenant
         budget=snap.budget,
         verdicts=verdicts,
         adjudications=adjs,
+        judge_answers=answers,
+        llm_tier=llm_tier,
     )
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from service.core.calibration.labels import LabelledItem
 from service.core.durable import LABELS, Label
-from service.core.metrics import DEFAULT_BUDGETS, auc, budget_stats, cohen_kappa, spearman, top_k_mask
+from service.core.metrics import DEFAULT_BUDGETS, auc, auc_interval, budget_stats, cohen_kappa, spearman, top_k_mask
 from service.core.risk import RiskModel, RiskRegistry, score
 from service.core.types import SignalValue
 
@@ -48,6 +48,9 @@ def _auc_figure(scores: np.ndarray, y: np.ndarray) -> dict[str, Any]:
         out["refused"] = f"AUC needs both classes; these {y.shape[0]} items have {n_pos} positive and {n_neg} negative"
     else:
         out["value"] = num(auc(scores, y))
+        low, high = auc_interval(scores, y)
+        # DeLong, 95%; nulls with fewer than two items of a class or at complete separation (AUC 0 or 1)
+        out["ci"] = [num(low), num(high)]
     return out
 
 

@@ -12,13 +12,25 @@ from __future__ import annotations
 
 import re
 import statistics
+import unicodedata
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from service.core.critical.build_glossary import EN_STOP
 from service.core.critical.tokens import en_stem, word_tokens
 
-__all__ = ["Flip", "Parsed", "Uncovered", "content_excess", "negation_flips", "parse", "term_swap", "uncovered"]
+__all__ = [
+    "ClauseRow",
+    "Flip",
+    "Parsed",
+    "Uncovered",
+    "clause_rows",
+    "content_excess",
+    "negation_flips",
+    "parse",
+    "term_swap",
+    "uncovered",
+]
 
 _NEG = frozenset("not no never nor neither none nothing nobody nowhere without cannot unable".split())
 # Forms of address sit between a negator and what it negates ("No, venerable sir"); they are never its content.
@@ -42,13 +54,17 @@ _Window = tuple[tuple[int, ...], frozenset[str], frozenset[str], int]
 
 
 class _Clause:
-    __slots__ = ("neg", "negw", "stems", "text")
+    __slots__ = ("end", "neg", "negw", "start", "stems", "text")
 
-    def __init__(self, stems: frozenset[str], negw: frozenset[str], neg: int, text: str) -> None:
+    def __init__(
+        self, stems: frozenset[str], negw: frozenset[str], neg: int, text: str, start: int = 0, end: int = 0
+    ) -> None:
         self.stems = stems
         self.negw = negw
         self.neg = neg
         self.text = text
+        self.start = start  # where the clause stands in the parsed text (its NFC form)
+        self.end = end
 
 
 class Parsed:
@@ -80,7 +96,9 @@ def parse(text: str) -> Parsed:
     """Clauses of an English text with their content stems, the stems under a negator, and the negator count."""
     clauses: list[_Clause] = []
     bag: Counter[str] = Counter()
-    for raw in _CLAUSE.split(_NT.sub(" not", text)):
+    text = unicodedata.normalize("NFC", text)
+    for at, piece in _pieces(text):
+        raw = _NT.sub(" not", piece)  # within a clause: "n't" never spans a clause boundary
         stems: set[str] = set()
         negw: set[str] = set()
         neg = pending = 0
@@ -99,8 +117,19 @@ def parse(text: str) -> Parsed:
                 negw.add(st)
                 pending -= 1
         if stems:
-            clauses.append(_Clause(frozenset(stems), frozenset(negw), neg, raw.strip()))
+            lead = len(piece) - len(piece.lstrip())
+            start, end = at + lead, at + len(piece.rstrip())
+            clauses.append(_Clause(frozenset(stems), frozenset(negw), neg, raw.strip(), start, end))
     return Parsed(clauses, bag)
+
+
+def _pieces(text: str) -> Iterator[tuple[int, str]]:
+    """The clauses of ``text`` as ``_CLAUSE`` splits it, each with its offset."""
+    at = 0
+    for m in _CLAUSE.finditer(text):
+        yield at, text[at : m.start()]
+        at = m.end()
+    yield at, text[at:]
 
 
 def _dice(a: frozenset[str], b: frozenset[str]) -> float:
@@ -350,3 +379,58 @@ def uncovered(cand: Parsed, peers: Sequence[Parsed]) -> tuple[Uncovered, Uncover
         example = examples.most_common(1)[0][0] if examples else ""
         out.append(Uncovered(share, sum(1 for v, _ in pair if v > 0), example))
     return out[0], out[1]
+
+
+class ClauseRow:
+    """One row of a candidate set side by side: a candidate clause (or none) and one clause (or none) per peer, as
+    (start, end) in each text. ``matched[k]``: the alignment paired peer k's clause with this candidate clause; an
+    unpaired one only stands in the same place of its text (beside a candidate clause that no clause of that peer
+    matched, or in a row of its own: content the candidate may have left out)."""
+
+    __slots__ = ("candidate", "matched", "peers")
+
+    def __init__(self, candidate: tuple[int, int] | None, peers: list[tuple[int, int] | None], matched: list[bool]):
+        self.candidate = candidate
+        self.peers = peers
+        self.matched = matched
+
+    def __repr__(self) -> str:
+        return f"ClauseRow({self.candidate!r}, {self.peers!r}, {self.matched!r})"
+
+
+def clause_rows(candidate: Parsed, peers: Sequence[Parsed]) -> list[ClauseRow]:
+    """The candidate's clauses in order beside the peers' clauses, paired as ``_aligned_pairs`` (the alignment behind
+    omitted and added content) pairs them. A peer clause left unpaired takes the next free candidate row before its
+    next paired clause, else a row of its own there; every text keeps its order down the rows."""
+    n = len(candidate.clauses)
+    cand = [c.stems for c in candidate.clauses]
+    rows = [ClauseRow(_span(c), [None] * len(peers), [False] * len(peers)) for c in candidate.clauses]
+    extra: dict[int, list[list[tuple[int, int]]]] = {}  # candidate row -> per peer, clauses in rows of their own
+    for k, p in enumerate(peers):
+        by_peer = {j: i for i, j in _aligned_pairs(cand, [c.stems for c in p.clauses]).items()}
+        slot = 0
+        for j, clause in enumerate(p.clauses):
+            if j in by_peer:
+                i = by_peer[j]
+                rows[i].peers[k], rows[i].matched[k] = _span(clause), True
+                slot = i + 1
+                continue
+            nxt = next((by_peer[x] for x in range(j + 1, len(p.clauses)) if x in by_peer), n)
+            if slot < nxt:
+                rows[slot].peers[k] = _span(clause)
+                slot += 1
+            else:
+                extra.setdefault(nxt, [[] for _ in peers])[k].append(_span(clause))
+    out: list[ClauseRow] = []
+    for i in range(n + 1):
+        gap = extra.get(i)
+        if gap:
+            for r in range(max(len(g) for g in gap)):
+                out.append(ClauseRow(None, [g[r] if r < len(g) else None for g in gap], [False] * len(peers)))
+        if i < n:
+            out.append(rows[i])
+    return out
+
+
+def _span(clause: _Clause) -> tuple[int, int]:
+    return (clause.start, clause.end)

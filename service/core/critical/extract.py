@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
+from collections.abc import Iterator
 
 from service.core.critical.align import Parsed, parse
 from service.core.critical.lexicon import Lexicon, PatternSet
 from service.core.critical.tokens import en_stem, fold, pali_tokens, word_tokens
 
-__all__ = ["Content", "Extractor", "number_word"]
+__all__ = ["Content", "Extractor", "Mark", "number_word"]
 
 # Pali negators. Sandhi forms (nāhaṃ = na ahaṃ, netaṃ = na etaṃ) are listed; the "a-/an-" privative prefix is
 # not, because it is not reliable (anicca, but also ananda, akāsi). "no" is also the enclitic "us/our", so weak.
@@ -29,6 +31,10 @@ _LIST_NOUNS = (
     "people|persons|individuals|sorts|categories|practices|dimensions|fields|spheres|truths|steps|"
     "conditions|principles|attributes|characteristics|features|defilements|errors|kinds"
 )
+
+
+# (kind, value, start, end): what ``Extractor.english_marks`` found and where, in the NFC text
+Mark = tuple[str, int | str, int, int]
 
 
 class Content:
@@ -157,41 +163,62 @@ class Extractor:
     def english(self, text: str) -> Content:
         c = Content()
         c.clauses = parse(text)
+        c.folded = " ".join(fold(t.text) for t in word_tokens(text))
+        for kind, value, _, _ in self.english_marks(text):
+            if kind == "number":
+                c.numbers[int(value)] += 1
+            elif kind == "number_weak":
+                c.numbers_weak.add(int(value))
+            elif kind == "negator":
+                c.neg += 1
+            elif kind == "name":
+                c.names.add(str(value))
+            elif kind == "name_unknown":
+                c.names_unknown.add(str(value))
+            elif kind == "term":
+                c.terms[str(value)] += 1
+            else:  # "list"
+                c.lists.add(int(value))
+        return c
+
+    def english_marks(self, text: str) -> Iterator[Mark]:
+        """Everything ``english`` counts, where it stands: (kind, value, start, end) per number (strong or weak),
+        negator, name (known or Pali-looking), glossary term and list size. The one pass behind the counts and
+        behind the highlights of a finding on the candidate's text."""
         toks = word_tokens(text)
-        folded = [fold(t.text) for t in toks]
-        c.folded = " ".join(folded)
         names = self.lex.names.names
-        for t, f in zip(toks, folded, strict=True):
+        for t in toks:
+            f = fold(t.text)
             low = t.lower
+            end = t.start + len(t.text)
             v = self._en_num.get(low)
             if v is not None:
-                if low in self._en_weak:
-                    c.numbers_weak.add(v)
-                else:
-                    c.numbers[v] += 1
+                yield ("number_weak" if low in self._en_weak else "number", v, t.start, end)
             if low in EN_NEG:
-                c.neg += 1
+                yield ("negator", low, t.start, end)
             if t.capital:
                 k = names.get(f)
                 if k is not None:
-                    c.names.add(k)
+                    yield ("name", k, t.start, end)
                 elif not t.sentence_start and len(f) >= 4 and any(ch in _PALI_DIACRITICS for ch in low):
                     # Unknown Pali-looking names: plural/possessive "s" and the final vowel off, like the lexicon keys.
                     base = f[:-1] if f.endswith("s") and len(f) > 4 else f
                     if base not in self._name_excl:
-                        c.names_unknown.add(base[:-1] if base[-1] in "aeiou" else base)
+                        yield ("name_unknown", base[:-1] if base[-1] in "aeiou" else base, t.start, end)
             for term in self._rendering.get(en_stem(low), ()):
-                c.terms[term] += 1
+                yield ("term", term, t.start, end)
             if len(f) >= 5:
                 for sf, key in self._self_forms.get(f[:3], ()):
                     if f.startswith(sf):
-                        c.terms[key] += 1
-        c.neg += len(_EN_NT.findall(text))
+                        yield ("term", key, t.start, end)
+        # word_tokens normalises to NFC: positions below are in the NFC text too
+        text = unicodedata.normalize("NFC", text)
+        for m in _EN_NT.finditer(text):
+            yield ("negator", "not", m.start(), m.end())
         for m in _DIGITS.finditer(text):
             d = int(m.group(1))
             if d >= 2:
-                c.numbers[d] += 1
+                yield ("number", d, m.start(1), m.end(1))
         for m in self._list_re.finditer(text):
             w = (m.group(1) or m.group(2)).lower()
-            c.lists.add(self._en_num[w])
-        return c
+            yield ("list", self._en_num[w], m.start(), m.end())

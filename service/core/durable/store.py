@@ -279,6 +279,14 @@ class DurableStore:
             )
         return Activation(tenant, model_name, rule, now)
 
+    def activations(self, tenant: str) -> list[Activation]:
+        """Every activation of a tenant, oldest first (the last one is the active model)."""
+        c = model_activations.c
+        query = sa.select(c.tenant, c.model_name, c.rule, c.activated_at).where(c.tenant == tenant).order_by(c.id)
+        with self._read() as con:
+            rows = con.execute(query).all()
+        return [Activation(r.tenant, r.model_name, r.rule, float(r.activated_at)) for r in rows]
+
     def active(self, tenant: str) -> Activation | None:
         c = model_activations.c
         query = (

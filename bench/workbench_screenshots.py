@@ -1,0 +1,192 @@
+"""Screenshots of every page of the review workbench, on a private stack (the API and a worker as processes, a
+private redis-server, a throwaway SQLite store), at 1280 px, into var/screenshots/ (not committed).
+
+    .venv/bin/python bench/workbench_screenshots.py [--passages 40] [--out var/screenshots]
+
+What it sets up: the AN 4.1 example (one candidate says "three" where the Pali says four), a batch of PaliBench dev
+passages, and verdicts on the batch's candidates taken from PaliBench's outlier labels (MAJOR for an outlier, else
+VALID; a stand-in reviewer, named so) so the calibration page has figures. Then a browser (Debian's chromium via
+Playwright, scripts/browser.sh installs it) signs in as reviewer Ana, claims the AN 4.1 item, records a verdict
+with the keyboard, lets a second reviewer open an item Ana holds, and signs in as an admin for calibration and the
+batch. Prints each file and what it shows. Needs the shared data folder for the batch (skipped without it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(_ROOT))
+
+from service.core.durable import open_store  # noqa: E402
+from service.core.durable.access import issue_key  # noqa: E402
+from service.core.review import item_id_of  # noqa: E402
+from service.core.settings import SHARED_DIR, Settings  # noqa: E402
+from service.evaluation import Stack, load_benchmark, request_item  # noqa: E402
+from tests.support.browser import chromium  # noqa: E402
+
+TENANT = "workbench-demo"
+EXAMPLE = _ROOT / "openapi" / "examples" / "assessment-an4.1.json"
+
+
+def _wait_done(api: httpx.Client, path: str, key: str, seconds: float = 900) -> dict[str, Any]:
+    deadline = time.monotonic() + seconds
+    while True:
+        body = api.get(path, headers={"Authorization": f"Bearer {key}"}).json()
+        if body.get("status") == "done":
+            return body
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} did not finish: {body.get('status')}")
+        time.sleep(1.0)
+
+
+def _label_batch(api: httpx.Client, key: str, batch_id: str, labels: dict[tuple[str, str], dict[str, float]]) -> int:
+    """Verdicts from PaliBench's outlier labels on the batch's candidates (through the JSON API)."""
+    auth = {"Authorization": f"Bearer {key}"}
+    page = api.get(
+        "/v1/review/queue", params={"batch": batch_id, "scope": "all", "status": "any", "limit": 500}, headers=auth
+    ).json()
+    n = 0
+    for it in page["items"]:
+        ref = labels.get((it["passage"], it["candidate_id"]))
+        if ref is None:
+            continue
+        label = "MAJOR" if ref["outlier"] >= 0.5 else "VALID"
+        r = api.post(
+            f"/v1/review/items/{it['id']}/verdict",
+            json={"reviewer": "palibench outlier labels (stand-in)", "label": label},
+            headers=auth,
+        )
+        r.raise_for_status()
+        n += 1
+    return n
+
+
+def _sign_in(page: Any, url: str, key: str) -> None:
+    page.goto(f"{url}/ui/signin")
+    page.fill("#key", key)
+    page.click("button[type=submit]")
+    page.wait_for_load_state()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--passages", type=int, default=40, help="PaliBench dev passages in the demo batch")
+    ap.add_argument("--out", default=str(_ROOT / "var" / "screenshots"))
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="trisk-screens-"))
+    index = _ROOT / "var" / "index" / "pli-sutta.trisk"
+    env = {
+        "TRISK_DB_PATH": str(work / "trisk.db"),
+        "TRISK_INDEX_PATH": str(index if index.exists() else work / "no-index.trisk"),
+        "TRISK_LOG_FORMAT": "text",
+    }
+    stack = Stack(None, workers=1, env=env, log_dir=work)
+    shots: list[tuple[str, str]] = []
+    try:
+        db = open_store(Settings.from_env(stack.env).durable)
+        admin, _ = issue_key(db, TENANT, "lead", ["admin"])
+        ana, _ = issue_key(db, TENANT, "Ana", ["review"])
+        ben, _ = issue_key(db, TENANT, "Ben", ["review"])
+        api = httpx.Client(base_url=stack.url, timeout=60)
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if api.get("/health/live").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the API did not start (logs in {work})")
+            time.sleep(0.5)
+        auth = {"Authorization": f"Bearer {admin}"}
+        example = json.loads(EXAMPLE.read_text())
+        aid = api.post("/v1/assessments", json=example, headers=auth).json()["id"]
+        batch_id = None
+        labels: dict[tuple[str, str], dict[str, float]] = {}
+        if (SHARED_DIR / "palibench-dev").is_dir():
+            bench = load_benchmark(SHARED_DIR / "palibench-dev", SHARED_DIR / "corpus" / "bilara", args.passages)
+            labels = bench.labels
+            items = [request_item(p) for p in bench.passages]
+            batch_id = api.post("/v1/batches", json={"items": items}, headers=auth).json()["id"]
+        print(f"waiting for the worker (logs in {work}) ...", flush=True)
+        _wait_done(api, f"/v1/assessments/{aid}", admin)
+        if batch_id is not None:
+            _wait_done(api, f"/v1/batches/{batch_id}", admin)
+            print(f"{_label_batch(api, admin, batch_id, labels)} stand-in verdicts from PaliBench's labels", flush=True)
+        flagged = item_id_of(aid, "d")
+        with chromium() as browser:
+            ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+            page = ctx.new_page()
+
+            def shot(name: str, what: str, full: bool = False) -> None:
+                path = out / f"{name}.png"
+                page.screenshot(path=str(path), full_page=full)
+                shots.append((str(path), what))
+
+            page.goto(f"{stack.url}/ui/queue")
+            shot("01-signin", "the sign-in form (a key is exchanged for an HttpOnly session cookie)")
+            _sign_in(page, stack.url, ana)
+            shot("02-queue", "the queue in budget order: tier, language, model, findings and lease state; filters")
+            page.goto(f"{stack.url}/ui/queue?model=meta-llama/llama-3.1-70b")
+            page.keyboard.press("n")  # claim next, with the page's filter: the AN 4.1 candidate that says "three"
+            page.wait_for_url(f"**/ui/items/{flagged}**")
+            shot("03-item", "one item: Pali source, the candidate with its findings marked, lease time, verdict form")
+            shot("04-item-full", "the same item whole: clause-aligned peers, signals, risk, budget, judges", full=True)
+            page.keyboard.press("3")
+            page.keyboard.press("e")
+            page.keyboard.type("number")
+            page.keyboard.press("Escape")
+            page.keyboard.press("t")
+            page.keyboard.type("says three things; the Pali says catunnaṃ, four")
+            shot("05-verdict-typed", "a verdict chosen with the keyboard (3 = MAJOR, e category, t note)")
+            page.keyboard.press("Control+Enter")  # records, then claims the next with the same filter: none left
+            page.wait_for_load_state()
+            page.goto(f"{stack.url}/ui/queue")
+            page.keyboard.press("n")
+            page.wait_for_url("**/ui/items/**")
+            shot("06-next-item", "the next item claimed from the whole queue (n), with its lease clock")
+            held = page.url
+            other = browser.new_context(viewport={"width": 1280, "height": 900})
+            page2 = other.new_page()
+            _sign_in(page2, stack.url, ben)
+            page2.goto(held)
+            page2.screenshot(path=str(out / "07-leased-to-another.png"))
+            shots.append((str(out / "07-leased-to-another.png"), "a second reviewer on an item Ana holds: no verdict"))
+            page2.goto(f"{stack.url}/ui/items/{flagged}")
+            page2.screenshot(path=str(out / "08-second-opinion.png"), full_page=False)
+            shots.append((str(out / "08-second-opinion.png"), "a reviewed item: says a verdict exists, takes another"))
+            other.close()
+            page.click("text=Sign out")
+            _sign_in(page, stack.url, admin)
+            page.goto(f"{stack.url}/ui/calibration")
+            shot("09-calibration", "calibration: label counts, budget-recall chart", full=False)
+            shot("10-calibration-full", "calibration whole: AUC and recall per score with intervals, judges, models",
+                 full=True)  # fmt: skip
+            if batch_id is not None:
+                page.goto(f"{stack.url}/ui/batches/{batch_id}")
+                shot("11-batch", "a batch: progress bar and counts, its candidates in the one ranking")
+            page.goto(f"{stack.url}/ui/items/no-such-item-000000000000")
+            shot("12-error", "an error page: the API's problem (status, title, wording)")
+            ctx.close()
+    finally:
+        stack.close()
+    for path, what in shots:
+        print(f"{path}: {what}")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    raise SystemExit(main())

@@ -1,0 +1,455 @@
+"""The review workbench's pages (``/ui``): sign-in, the queue, one item with its evidence and verdict, the
+calibration picture and a batch's progress. Every page calls the service functions its JSON route calls; the
+reviewer is the signed-in key, never a typed name."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from typing import Annotated, Any, Literal
+from urllib.parse import urlencode
+
+import msgspec
+from litestar import Request, Response, Router, get, post
+from litestar.datastructures import ResponseHeader
+from litestar.enums import RequestEncodingType
+from litestar.params import Body, Parameter
+from litestar.response import Redirect, Template
+from litestar.static_files import create_static_files_router
+
+from service.app.auth import authenticate_request, key_cache
+from service.app.batches.services import batch_progress
+from service.app.calibration import services as calibration
+from service.app.review import services as review
+from service.app.review.schemas import ClaimRequest, RenewRequest, VerdictRequest
+from service.app.workbench.access import (
+    COOKIE,
+    SIGNIN_COOKIE,
+    cookie,
+    page_access,
+    require_csrf,
+    reviewer_of,
+    session_of,
+    session_store,
+)
+from service.app.workbench.assets import STATIC_DIR
+from service.app.workbench.errors import page_exception_handlers
+from service.app.workbench.pages import filters_of, item_page
+from service.app.workbench.render import page
+from service.app.workbench.sessions import Session
+from service.core.auth import Principal
+from service.core.durable import DurableStore
+from service.core.errors import Conflict, Forbidden, MalformedRequest, NotFound
+from service.core.review import ReviewQueue, get_review_settings
+from service.core.risk_catalog import ModelCatalog
+from service.core.settings import Settings
+from service.core.store import Store
+
+__all__ = ["CSP", "workbench_handlers"]
+
+# pages load only their own files: no inline script or style, forms post only here, never framed
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+Scope = Literal["flagged", "all"]
+Status = Literal["pending", "open", "leased", "reviewed", "any"]
+PAGE_SIZE = 50
+
+
+class SignInForm(msgspec.Struct, forbid_unknown_fields=True):
+    key: str = ""
+    csrf: str = ""
+    next: str = ""
+
+
+class CsrfForm(msgspec.Struct, forbid_unknown_fields=True):
+    csrf: str = ""
+
+
+class ClaimForm(msgspec.Struct, forbid_unknown_fields=True):
+    """Claim the next item with the queue's filters (the verdict form carries them too, to claim after it)."""
+
+    csrf: str = ""
+    tier: str = ""
+    lang: str = ""
+    model: str = ""
+    batch: str = ""
+    scope: str = "flagged"
+
+    def kept(self) -> dict[str, str]:
+        return filters_of({"tier": self.tier, "lang": self.lang, "model": self.model, "batch": self.batch,
+                           "scope": self.scope})  # fmt: skip
+
+
+class VerdictForm(ClaimForm, forbid_unknown_fields=True):
+    label: str = ""
+    error_category: str = ""
+    note: str = ""
+    lease_id: str = ""
+    then: str = "next"  # "next": claim the next item; "queue": back to the queue
+
+
+class LeaseForm(msgspec.Struct, forbid_unknown_fields=True):
+    csrf: str = ""
+    item_id: str = ""
+
+
+Form = Body(media_type=RequestEncodingType.URL_ENCODED)
+
+
+def form_session(request: Request[Any, Any, Any], csrf: str) -> tuple[str, Session]:
+    """The session a form was posted in, once the form's token matches it."""
+    token, session = session_of(request)
+    require_csrf(session, csrf)
+    return token, session
+
+
+def see_other(path: str) -> Redirect:
+    """After a form (and for every page redirect): 303, so the browser follows with a GET."""
+    return Redirect(path, status_code=303)
+
+
+def _safe_next(path: str) -> str:
+    """Only a page of the workbench itself: never another site, never a scheme-relative URL."""
+    return path if path.startswith("/ui/") and not path.startswith("/ui//") and "\\" not in path else "/ui/"
+
+
+def _principal(request: Request[Any, Any, Any]) -> Principal:
+    user = request.scope.get("user")
+    assert isinstance(user, Principal)  # the page's guard admitted it
+    return user
+
+
+def _filters(tier: str, lang: str, model: str, batch: str, scope: str, status: str = "pending") -> review.QueueFilters:
+    return review.QueueFilters(
+        tier=tier or None,
+        lang=lang or None,
+        model=model or None,
+        batch=batch or None,
+        scope="all" if scope == "all" else "flagged",
+        status=status if status in ("pending", "open", "leased", "reviewed", "any") else "pending",  # type: ignore[arg-type]
+    )
+
+
+def _query(**kw: str) -> str:
+    given = {k: v for k, v in kw.items() if v}
+    return ("?" + urlencode(given)) if given else ""
+
+
+@get("/", include_in_schema=False)
+async def root() -> Redirect:
+    return see_other("/ui/")
+
+
+@get("/signin", include_in_schema=False, opt={"scope": None})
+async def signin_page(request: Request[Any, Any, Any], settings: Settings, next: str = "") -> Template:
+    token = secrets.token_urlsafe(24)
+    form = page(request, "signin.html", signin_csrf=token, next=_safe_next(next) if next else "", error=None)
+    form.cookies.append(cookie(request, SIGNIN_COOKIE, token, 600, "/ui/signin"))
+    return form
+
+
+@post("/signin", include_in_schema=False, status_code=303)
+async def signin(
+    request: Request[Any, Any, Any], settings: Settings, data: Annotated[SignInForm, Form]
+) -> Response[Any]:
+    expected = request.cookies.get(SIGNIN_COOKIE)
+    if not expected or not data.csrf or expected != data.csrf:
+        raise Forbidden("the sign-in form's token does not match (an old page, or another site's form); reload")
+    principal = await authenticate_request(request, token=data.key.strip())
+    key = await asyncio.to_thread(key_cache(request).find, principal.key_id)
+    token, session = await session_store(request).create(
+        principal.key_id,
+        principal.tenant,
+        settings.api.session_seconds,
+        key_expires_at=key.expires_at if key is not None else None,
+    )
+    target = _safe_next(data.next) if data.next else "/ui/"
+    response: Response[Any] = see_other(target)
+    response.cookies.append(cookie(request, COOKIE, token, session.seconds_left(), "/ui"))
+    response.cookies.append(cookie(request, SIGNIN_COOKIE, "", 0, "/ui/signin"))
+    return response
+
+
+@post("/signout", include_in_schema=False, status_code=303, **page_access("read"))
+async def signout(
+    request: Request[Any, Any, Any], settings: Settings, data: Annotated[CsrfForm, Form]
+) -> Response[Any]:
+    token, session = form_session(request, data.csrf)
+    await session_store(request).delete(token, session)
+    response: Response[Any] = see_other("/ui/signin?m=signed_out")
+    response.cookies.append(cookie(request, COOKIE, "", 0, "/ui"))
+    return response
+
+
+@get("/", include_in_schema=False, **page_access("read"))
+async def home(request: Request[Any, Any, Any]) -> Redirect:
+    p = _principal(request)
+    if p.allows("review"):
+        return see_other("/ui/queue")
+    return see_other("/ui/calibration" if p.allows("admin") else "/ui/batches")
+
+
+@get("/queue", include_in_schema=False, **page_access("review"))
+async def queue_page(
+    request: Request[Any, Any, Any],
+    review_queue: ReviewQueue,
+    tenant: str,
+    tier: str = "",
+    lang: str = "",
+    model: str = "",
+    batch: str = "",
+    scope: str = "flagged",
+    status: str = "pending",
+    offset: int = Parameter(default=0, ge=0),
+) -> Template:
+    filters = _filters(tier, lang, model, batch, scope, status)
+    listed = await review.queue_page(review_queue, tenant, filters, offset=offset, limit=PAGE_SIZE)
+    _, session = session_of(request)
+    keep = filters_of({"tier": tier, "lang": lang, "model": model, "batch": batch, "scope": scope})
+    return page(
+        request,
+        "queue.html",
+        page=listed,
+        filters=filters,
+        keep=keep,
+        status=filters.status,
+        mine={k for k, v in session.leases.items() if v > time.time()},
+        prev_query=_query(**keep, status=status, offset=str(max(0, offset - PAGE_SIZE)) if offset else ""),
+        next_query=_query(**keep, status=status, offset=str(listed.next_offset or "")),
+    )
+
+
+@post("/claim", include_in_schema=False, status_code=303, **page_access("review"))
+async def claim_next(
+    request: Request[Any, Any, Any], review_queue: ReviewQueue, tenant: str, data: Annotated[ClaimForm, Form]
+) -> Redirect:
+    token, _ = form_session(request, data.csrf)
+    return await _claim_and_go(request, review_queue, tenant, token, data)
+
+
+async def _claim_and_go(
+    request: Request[Any, Any, Any], review_queue: ReviewQueue, tenant: str, token: str, form: ClaimForm
+) -> Redirect:
+    """Lease the next item through the claim logic of ``POST /v1/review/claims`` and open it."""
+    _, session = session_of(request)
+    f = _filters(form.tier, form.lang, form.model, form.batch, form.scope)
+    lease = await review.claim(
+        review_queue,
+        tenant,
+        ClaimRequest(
+            reviewer=reviewer_of(_principal(request)),
+            n=1,
+            tier=f.tier,
+            lang=f.lang,
+            model=f.model,
+            batch=f.batch,
+            scope=f.scope,
+        ),
+    )
+    keep = form.kept()
+    if not lease.items:
+        return see_other("/ui/queue" + _query(**keep, m="empty"))
+    await session_store(request).remember_lease(token, session, lease.lease_id, lease.expires_at)
+    return see_other(f"/ui/items/{lease.items[0].id}" + _query(**keep))
+
+
+@get("/items/{item_id:str}", include_in_schema=False, **page_access("review"))
+async def item(
+    request: Request[Any, Any, Any],
+    item_id: str,
+    review_queue: ReviewQueue,
+    store: Store,
+    db: DurableStore,
+    tenant: str,
+    tier: str = "",
+    lang: str = "",
+    model: str = "",
+    batch: str = "",
+    scope: str = "",
+) -> Template:
+    detail = await review.item_detail(review_queue, store, db, tenant, item_id)
+    _, session = session_of(request)
+    lease_id = detail.item.lease_id
+    expires = session.leases.get(lease_id, 0.0) if lease_id else 0.0
+    mine = lease_id is not None and expires > time.time()
+    keep = filters_of({"tier": tier, "lang": lang, "model": model, "batch": batch, "scope": scope})
+    return page(
+        request,
+        "item.html",
+        view=item_page(detail),
+        d=detail,
+        mine=mine,
+        lease_expires=expires if mine else None,
+        leased_by_other=lease_id is not None and not mine,
+        keep=keep,
+        keep_query=_query(**keep),
+        labels=("VALID", "MINOR", "MAJOR"),
+    )
+
+
+@post("/items/{item_id:str}/verdict", include_in_schema=False, status_code=303, **page_access("review"))
+async def verdict(
+    request: Request[Any, Any, Any],
+    item_id: str,
+    review_queue: ReviewQueue,
+    db: DurableStore,
+    tenant: str,
+    data: Annotated[VerdictForm, Form],
+) -> Redirect:
+    token, session = form_session(request, data.csrf)
+    lease_id = data.lease_id if data.lease_id in session.leases else None
+    try:  # the JSON route's own limits (lengths), through its own request type
+        given = msgspec.convert(
+            {
+                "reviewer": reviewer_of(_principal(request)),
+                "label": data.label,
+                "note": data.note.strip() or None,
+                "error_category": data.error_category.strip() or None,
+                "lease_id": lease_id,
+            },
+            VerdictRequest,
+        )
+    except msgspec.ValidationError as exc:
+        raise MalformedRequest(str(exc)) from exc
+    await review.record_verdict(review_queue, db, tenant, item_id, given)
+    if lease_id is not None:
+        # the item is reviewed: the lease (one item) is done; an already ended lease is no matter
+        with contextlib.suppress(NotFound, Conflict):  # the lease ended meanwhile
+            await review.release(review_queue, tenant, lease_id)
+        await session_store(request).forget_lease(token, session, lease_id)
+    if data.then == "next":
+        return await _claim_and_go(request, review_queue, tenant, token, data)
+    return see_other("/ui/queue" + _query(**data.kept(), m="recorded"))
+
+
+@post("/leases/{lease_id:str}/renew", include_in_schema=False, status_code=303, **page_access("review"))
+async def renew(
+    request: Request[Any, Any, Any],
+    lease_id: str,
+    review_queue: ReviewQueue,
+    tenant: str,
+    data: Annotated[LeaseForm, Form],
+) -> Redirect:
+    token, session = form_session(request, data.csrf)
+    lease = await review.renew(review_queue, tenant, lease_id, RenewRequest(reviewer=reviewer_of(_principal(request))))
+    await session_store(request).remember_lease(token, session, lease.lease_id, lease.expires_at)
+    target = f"/ui/items/{data.item_id}" if data.item_id else "/ui/queue"
+    return see_other(target + "?m=renewed")
+
+
+@post("/leases/{lease_id:str}/release", include_in_schema=False, status_code=303, **page_access("review"))
+async def release(
+    request: Request[Any, Any, Any],
+    lease_id: str,
+    review_queue: ReviewQueue,
+    tenant: str,
+    data: Annotated[LeaseForm, Form],
+) -> Redirect:
+    token, session = form_session(request, data.csrf)
+    await review.release(review_queue, tenant, lease_id)
+    await session_store(request).forget_lease(token, session, lease_id)
+    return see_other("/ui/queue?m=released")
+
+
+@get("/calibration", include_in_schema=False, **page_access("admin"))
+async def calibration_page(
+    request: Request[Any, Any, Any],
+    catalog: ModelCatalog,
+    tenant: str,
+    source: Literal["human", "panel"] = "human",
+    model: str = "",
+) -> Template:
+    name = model or None
+    report, chart, models, history = await asyncio.gather(
+        calibration.report(catalog, tenant, source, name, None, 0.2),
+        calibration.svg(catalog, tenant, source, name, None),
+        calibration.list_models(catalog, tenant),
+        calibration.activations(catalog, tenant),
+    )
+    return page(
+        request,
+        "calibration.html",
+        report=report,
+        chart=chart,
+        models=models,
+        history=list(reversed(history)),
+        source=source,
+        model=model,
+        judge_rule=get_review_settings().judge_error_max_score,
+    )
+
+
+@get("/batches", include_in_schema=False, **page_access("read"))
+async def batches_page(request: Request[Any, Any, Any], id: str = "") -> Template | Redirect:
+    if id.strip():
+        return see_other(f"/ui/batches/{id.strip()}")
+    return page(request, "batches.html")
+
+
+@get("/batches/{batch_id:str}", include_in_schema=False, **page_access("read"))
+async def batch_page(
+    request: Request[Any, Any, Any],
+    batch_id: str,
+    store: Store,
+    review_queue: ReviewQueue,
+    tenant: str,
+    offset: int = Parameter(default=0, ge=0),
+) -> Template:
+    progress = await batch_progress(store, tenant, batch_id)
+    items = await review.queue_page(
+        review_queue,
+        tenant,
+        review.QueueFilters(batch=batch_id, scope="all", status="any"),
+        offset=offset,
+        limit=PAGE_SIZE,
+    )
+    return page(
+        request,
+        "batch.html",
+        progress=progress,
+        items=items,
+        can_review=_principal(request).allows("review"),
+        prev_query=_query(offset=str(max(0, offset - PAGE_SIZE)) if offset else ""),
+        next_query=_query(offset=str(items.next_offset or "")),
+    )
+
+
+@get("/batches/{batch_id:str}/progress", include_in_schema=False, **page_access("read"))
+async def batch_progress_fragment(
+    request: Request[Any, Any, Any], batch_id: str, store: Store, tenant: str
+) -> Template:
+    return page(request, "batch_progress.html", progress=await batch_progress(store, tenant, batch_id))
+
+
+def workbench_handlers() -> list[Any]:
+    """The root's redirect and the ``/ui`` router (pages and their static files), for the app's route handlers."""
+    pages = Router(
+        path="/ui",
+        route_handlers=[
+            signin_page,
+            signin,
+            signout,
+            home,
+            queue_page,
+            claim_next,
+            item,
+            verdict,
+            renew,
+            release,
+            calibration_page,
+            batches_page,
+            batch_page,
+            batch_progress_fragment,
+        ],
+        exception_handlers=page_exception_handlers(),
+        response_headers=[ResponseHeader(name="content-security-policy", value=CSP)],
+        include_in_schema=False,
+    )
+    static = create_static_files_router(
+        path="/ui/static", directories=[STATIC_DIR], include_in_schema=False, name="workbench-static"
+    )
+    return [root, pages, static]

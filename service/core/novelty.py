@@ -23,6 +23,7 @@ import numpy as np
 import scipy
 import scipy.sparse as sp
 
+from service.core.artifacts import signature_id
 from service.core.corpus import FilterRules, Passage, apply_filters
 from service.core.errors import InputError, NotFound
 from service.core.ngrams import char_ngram_hashes, mix64, token_ngram_hashes
@@ -314,7 +315,7 @@ def build_index(
         },
         "profile": {"total": profile.total, "removed": profile.removed, "kept": profile.kept},
     }
-    signature["id"] = _signature_id(signature)
+    signature["id"] = signature_id(signature)
     return NoveltyIndex(
         signature=signature,
         params=params,
@@ -377,11 +378,6 @@ def _params_dict(params: IndexParams) -> dict[str, object]:
     d = asdict(params)
     d.pop("chunk_rows", None)  # affects speed and memory only, never the numbers
     return d
-
-
-def _signature_id(signature: dict[str, object]) -> str:
-    stable = {k: v for k, v in signature.items() if k not in ("built_at", "build_seconds", "id")}
-    return hashlib.sha256(json.dumps(stable, sort_keys=True).encode()).hexdigest()[:16]
 
 
 # ---------------------------------------------------------------------------------------------------------- index

@@ -28,8 +28,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from challenge_set import load_dev, load_outlier_labels  # noqa: E402
 
-from service.core.critical import default_checker  # noqa: E402
-from service.core.embeddings import open_embedder  # noqa: E402
+from service.core.critical import CriticalChecker, default_checker  # noqa: E402
+from service.core.embeddings import CachedEmbedder, open_embedder  # noqa: E402
 from service.core.metrics import auc, pooled_negatives_first, recall_at_budget  # noqa: E402
 from service.core.novelty import NoveltyIndex  # noqa: E402
 from service.core.novelty_report import SourceNovelty, source_novelty  # noqa: E402
@@ -43,18 +43,39 @@ from service.core.types import SignalValue  # noqa: E402
 
 BUDGETS = (0.05, 0.10, 0.20)
 RISK = "risk"
+# the issue's targets: each of these types, every variant pooled, and all types together; PaliBench outlier AUC
+TARGET_TYPES = ("term", "omission", "negation", "addition")
+TARGET_TYPE = 0.60
+TARGET_ALL = 0.85
+TARGET_AUC = 0.81
+
+
+def top10_lines(hit: list[tuple[str, str, bool]]) -> list[str]:
+    """Per type (with the target where there is one) and per variant: the share in the top 10%."""
+    lines = []
+    for etype in dict.fromkeys(t for t, _, _ in hit):
+        rows = [h for t, _, h in hit if t == etype]
+        target = f" (target >= {TARGET_TYPE})" if etype in TARGET_TYPES else ""
+        variants = dict.fromkeys(v for t, v, _ in hit if t == etype)
+        per = ", ".join(f"{v} {np.mean([h for t, vv, h in hit if t == etype and vv == v]):.2f}" for v in variants)
+        lines.append(f"  {etype:13s} {np.mean(rows):.3f}{target:16s} n={len(rows):4d} | {per}")
+    return lines
 
 
 class Assessor:
     """The worker's cheap tier and final risk, in process."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, *, lexicon: bool = True) -> None:
         settings = get_settings()
-        self.peer = open_embedder(dataclasses.replace(settings.embedding, backend=settings.embedding.peer_backend))
+        # the untouched peers of every injected item are embedded once (a process LRU, as the workers keep one)
+        self.peer = CachedEmbedder(
+            open_embedder(dataclasses.replace(settings.embedding, backend=settings.embedding.peer_backend)),
+            max_items=20_000,
+        )
         self.registry = RiskRegistry.load(settings.risk.models_dir)
         self.model = model
         self.length = load_length_model("pli", "en", settings.risk.models_dir)
-        self.critical = default_checker()
+        self.critical = default_checker() if lexicon else CriticalChecker(translation=False)
         self.index = NoveltyIndex.load(settings.index.path)
         self._nov: dict[str, SourceNovelty] = {}
         self.last_flags: dict[str, list[str]] = {}  # candidate id -> "rule:severity" of the last call
@@ -113,13 +134,15 @@ def main() -> None:
     ap.add_argument("--model", default=get_settings().risk.model)
     ap.add_argument("--limit", type=int, default=0, help="first N challenge items only")
     ap.add_argument("--dump", type=Path, help="write every candidate's signals here (JSONL) for offline fitting")
+    ap.add_argument("--alone", action="store_true", help="also score every injected candidate without peers")
+    ap.add_argument("--no-lexicon", action="store_true", help="the critical checks without the translation lexicon")
     args = ap.parse_args()
     items = [json.loads(line) for line in args.challenge.open()]
     if args.limit:
         items = items[: args.limit]
     sources, models = load_dev()
     names = sorted(models)
-    assess = Assessor(args.model)
+    assess = Assessor(args.model, lexicon=not args.no_lexicon)
     t0 = time.perf_counter()
 
     # negatives: the untouched candidates, with peers and alone
@@ -137,23 +160,30 @@ def main() -> None:
             for k, v in sig.items():
                 neg["peers"][k].append(v)
     alone_ids = sorted(untouched)[:: max(1, len(untouched) // 1500)]  # a sample: alone scoring is per candidate
-    for pid, cid in alone_ids:
+    for pid, cid in alone_ids if args.alone else []:
         for k, v in assess(sources[pid], [(cid, models[cid][pid])])[cid].items():
             neg["alone"][k].append(v)
 
     pos: dict[str, dict[str, dict[str, list[float]]]] = {"peers": {}, "alone": {}}
+    kinds: list[tuple[str, str]] = []  # (type, variant) of every injected item, in order
     for it in items:
         pid, cid, etype = it["passage_id"], it["model"], it["error_type"]
+        variant = it.get("variant", "")
+        kinds.append((etype, variant))
         cands = [(m, models[m][pid]) for m in names if m != cid and models[m].get(pid, "").strip()]
         with_peers = assess(sources[pid], [*cands, (cid, it["corrupted"])])[cid]
         peer_flags = assess.last_flags[cid]
-        alone = assess(sources[pid], [(cid, it["corrupted"])])[cid]
-        alone_flags = assess.last_flags[cid]
+        row = {"kind": "injected", "passage": pid, "model": cid, "error_type": etype, "variant": variant}
         if dump:
-            row = {"kind": "injected", "passage": pid, "model": cid, "error_type": etype}
             dump.write(json.dumps({**row, "mode": "peers", "signals": with_peers, "flags": peer_flags}) + "\n")
-            dump.write(json.dumps({**row, "mode": "alone", "signals": alone, "flags": alone_flags}) + "\n")
-        for mode, sig in (("peers", with_peers), ("alone", alone)):
+        modes = [("peers", with_peers)]
+        if args.alone:
+            alone = assess(sources[pid], [(cid, it["corrupted"])])[cid]
+            if dump:
+                dump.write(json.dumps({**row, "mode": "alone", "signals": alone, "flags": assess.last_flags[cid]}))
+                dump.write("\n")
+            modes.append(("alone", alone))
+        for mode, sig in modes:
             bucket = pos[mode].setdefault(etype, defaultdict(list))
             for k, v in sig.items():
                 bucket[k].append(v)
@@ -163,19 +193,16 @@ def main() -> None:
         f"{time.perf_counter() - t0:.0f} s"
     ]
     out += _table("\n== with nine peers", pos["peers"], neg["peers"])
-    out += _table("\n== alone (no peers)", pos["alone"], neg["alone"])
+    if args.alone:
+        out += _table("\n== alone (no peers)", pos["alone"], neg["alone"])
     threshold = float(np.quantile(neg["peers"][RISK], 0.90))
-    caught = [v >= threshold for etype in pos["peers"].values() for v in etype[RISK]]
-    out.append(
-        f"\nall injected errors in the top 10% of the untouched risk distribution (nine peers): "
-        f"{np.mean(caught):.3f} (target >= 0.70)"
-    )
-    out.append(
-        "  per type: "
-        + ", ".join(
-            f"{etype} {np.mean([v >= threshold for v in sig[RISK]]):.2f}" for etype, sig in sorted(pos["peers"].items())
-        )
-    )
+    caught = np.array([v >= threshold for etype in pos["peers"].values() for v in etype[RISK]])
+    # per item in input order (pos groups by type): the risk of each injected item again, with its variant
+    risk_of = {etype: iter(sig[RISK]) for etype, sig in pos["peers"].items()}
+    hit = [(etype, variant, next(risk_of[etype]) >= threshold) for etype, variant in kinds]
+    out.append("\n== injected errors in the top 10% of the untouched risk.priority distribution (nine peers)")
+    out += top10_lines(hit)
+    out.append(f"  all types: {np.mean(caught):.3f} (target >= {TARGET_ALL})")
     # PaliBench outlier AUC of the same risk score on the untouched candidates
     labels, scores = [], []
     for key, outlier in load_outlier_labels(OUTLIER_DRIFT).items():
@@ -184,7 +211,7 @@ def main() -> None:
             labels.append(outlier)
             scores.append(sig[RISK])
     out.append(
-        f"PaliBench outlier AUC of the same risk score: {auc(scores, labels):.3f}, "
+        f"PaliBench outlier AUC of the same risk score: {auc(scores, labels):.3f} (target >= {TARGET_AUC}), "
         f"R@20% {recall_at_budget(scores, labels, 0.2):.3f} (n={len(scores)})"
     )
     print("\n".join(out))

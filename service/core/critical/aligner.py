@@ -1,4 +1,4 @@
-"""IBM-model-1 word alignment by EM in numpy, with fast_align's diagonal prior: expected link counts of two vocabularies.
+"""IBM-model-1 word alignment by EM in numpy with fast_align's diagonal prior: expected link counts of word pairs.
 
 Each sentence pair contributes every (source word or NULL, target word) pair; the parameters live on the distinct
 pairs only (a sparse table), so memory is a few arrays the size of the pair list. Both directions are trained and

@@ -44,6 +44,7 @@ class Content:
         "neg_weak",
         "numbers",
         "numbers_weak",
+        "places",
         "terms",
     )
 
@@ -58,6 +59,14 @@ class Content:
         self.terms: Counter[str] = Counter()
         self.folded = ""
         self.clauses: Parsed | None = None  # English only: clauses for the located peer comparisons
+        # English only: (kind, item) -> character offsets of its mentions ("number", 4), ("name", key), ("term", key)
+        self.places: dict[tuple[str, object], list[tuple[int, int]]] = {}
+
+    def where(self, kind: str, item: object) -> list[tuple[int, int]]:
+        return self.places.get((kind, item), [])
+
+    def _at(self, kind: str, item: object, start: int, end: int) -> None:
+        self.places.setdefault((kind, item), []).append((start, end))
 
 
 def number_word(v: int) -> str:
@@ -163,35 +172,44 @@ class Extractor:
         names = self.lex.names.names
         for t, f in zip(toks, folded, strict=True):
             low = t.lower
+            end = t.start + len(t.text)
             v = self._en_num.get(low)
             if v is not None:
                 if low in self._en_weak:
                     c.numbers_weak.add(v)
                 else:
                     c.numbers[v] += 1
+                    c._at("number", v, t.start, end)
             if low in EN_NEG:
                 c.neg += 1
             if t.capital:
                 k = names.get(f)
                 if k is not None:
                     c.names.add(k)
+                    c._at("name", k, t.start, end)
                 elif not t.sentence_start and len(f) >= 4 and any(ch in _PALI_DIACRITICS for ch in low):
                     # Unknown Pali-looking names: plural/possessive "s" and the final vowel off, like the lexicon keys.
                     base = f[:-1] if f.endswith("s") and len(f) > 4 else f
                     if base not in self._name_excl:
-                        c.names_unknown.add(base[:-1] if base[-1] in "aeiou" else base)
+                        key = base[:-1] if base[-1] in "aeiou" else base
+                        c.names_unknown.add(key)
+                        c._at("name", key, t.start, end)
             for term in self._rendering.get(en_stem(low), ()):
                 c.terms[term] += 1
+                c._at("term", term, t.start, end)
             if len(f) >= 5:
                 for sf, key in self._self_forms.get(f[:3], ()):
                     if f.startswith(sf):
                         c.terms[key] += 1
+                        c._at("term", key, t.start, end)
         c.neg += len(_EN_NT.findall(text))
         for m in _DIGITS.finditer(text):
             d = int(m.group(1))
             if d >= 2:
                 c.numbers[d] += 1
+                c._at("number", d, m.start(1), m.end(1))
         for m in self._list_re.finditer(text):
             w = (m.group(1) or m.group(2)).lower()
             c.lists.add(self._en_num[w])
+            c._at("list", self._en_num[w], m.start(), m.end())
         return c

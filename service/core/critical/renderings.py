@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import msgspec
@@ -73,14 +74,39 @@ def english_stems(text: str) -> list[str]:
     return [en_stem(t.lower) for t in word_tokens(text)]
 
 
+@lru_cache(maxsize=1 << 16)
 def content_word(stem: str) -> bool:
     """An English stem that can render Pali content: a negator, or a word of 3+ letters not in the stop list."""
     return stem in EN_NEGATORS or (len(stem) >= 3 and stem not in EN_STOP)
 
 
+@lru_cache(maxsize=1 << 16)
 def negative_word(stem: str) -> bool:
     """An English stem that says "not" by itself (a negator) or by a negative prefix or suffix."""
     return stem in EN_NEGATORS or (len(stem) > 5 and (stem.startswith(_NEG_PREFIXES) or stem.endswith(_NEG_SUFFIX)))
+
+
+# verbal prefixes that begin with a- and are not the privative (abhi-gacchati, anu-passati, ava-hārati)
+_NOT_PRIVATIVE = ("abhi", "adhi", "ajjh", "ati", "apa", "api", "ava", "anu")
+_VOWELS = frozenset("aāiīuūeo")
+
+
+def _privative(stem: str, known: frozenset[str]) -> bool:
+    """Whether a Pali stem is a- or an- before a known stem."""
+    if len(stem) < 5 or stem[0] != "a" or stem.startswith("ajjh"):  # ajjh- is adhi- before a vowel
+        return False
+    doubled = stem[1] == stem[2] or (stem.startswith("anu") and len(stem) > 4 and stem[3] == stem[4])
+    if stem.startswith(_NOT_PRIVATIVE) and not doubled:
+        return False
+    if stem[1] == "n" and stem[2] in _VOWELS:
+        rest = stem[2:]  # an-attā, an-uppanna
+    elif stem[1] == stem[2]:
+        rest = stem[2:]  # ap-paṭiladdha
+    elif stem[1] not in _VOWELS:
+        rest = stem[1:]  # a-kusala
+    else:
+        return False
+    return rest[:5] in known if len(rest) >= 4 else rest in known
 
 
 class TranslationLexicon:
@@ -91,13 +117,13 @@ class TranslationLexicon:
         self.render: dict[str, dict[str, float]] = {k: dict(v) for k, v in data.pali.items()}
         self.source_of: dict[str, dict[str, float]] = {k: dict(v) for k, v in data.english.items()}
         self.count = data.pali_count
-        # a privative: a-/an- on a known stem, rendered mostly by negative English words (anicca -> impermanent)
+        # a privative: a-/an- on a known stem (a-kusala, an-attā, ap-paṭiladdha with the consonant doubled), or a
+        # word the lexicon renders mostly with negative English words (anicca -> impermanent)
+        known = frozenset(k[:5] for k in self.render if len(k) >= 4) | {k for k in self.render if len(k) == 3}
         self.privative = frozenset(
             s
             for s, r in self.render.items()
-            if s[:1] == "a"
-            and (s[1:] in self.render or s[2:] in self.render)
-            and sum(p for e, p in r.items() if negative_word(e)) >= 0.3
+            if _privative(s, known) or sum(p for e, p in r.items() if negative_word(e)) >= 0.3
         )
         self.negative_renderings = frozenset(e for s in self.privative for e in self.render[s] if negative_word(e))
 

@@ -22,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
-from service.core.critical.build_lexicon import build, write  # noqa: E402
 from service.core.critical.build_glossary import Segment  # noqa: E402
+from service.core.critical.build_lexicon import build, write  # noqa: E402
 from service.core.critical.renderings import (  # noqa: E402
     LEXICON_FILE,
     TranslationLexicon,

@@ -21,6 +21,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,10 +37,10 @@ from service.core.novelty_report import SourceNovelty, source_novelty  # noqa: E
 from service.core.palibench import OUTLIER_DRIFT  # noqa: E402
 from service.core.pipeline import cheap_tier, final_risks  # noqa: E402
 from service.core.records import DEFAULT_CHECKS, CandidateIn  # noqa: E402
-from service.core.risk import RiskRegistry  # noqa: E402
+from service.core.risk import RiskRegistry, score  # noqa: E402
 from service.core.settings import get_settings  # noqa: E402
 from service.core.signals import load_length_model  # noqa: E402
-from service.core.types import SignalValue  # noqa: E402
+from service.core.types import Flag, SignalValue  # noqa: E402
 
 BUDGETS = (0.05, 0.10, 0.20)
 RISK = "risk"
@@ -128,6 +129,41 @@ def _table(title: str, pos: dict[str, dict[str, list[float]]], neg: dict[str, li
     return lines
 
 
+def rescore(dump: Path, model_names: list[str]) -> None:
+    """Every model's risk.priority (``risk.score``, as the worker scores) of the signals and flags a ``--dump``
+    recorded, with the same figures: the signals do not depend on the model, so models compare on one run."""
+    registry = RiskRegistry.load(get_settings().risk.models_dir)
+    rows = [json.loads(line) for line in dump.open()]
+    rows = [r for r in rows if r["kind"] == "untouched" or r.get("mode") == "peers"]
+    labels = load_outlier_labels(OUTLIER_DRIFT)
+    for name in model_names:
+        model = registry.get(name)
+        pr = []
+        for r in rows:
+            sig = {k: SignalValue(value=v) for k, v in r["signals"].items() if k != RISK}
+            fl = [
+                msgspec.convert({"rule": f.rpartition(":")[0], "severity": f.rpartition(":")[2], "detail": ""}, Flag)
+                for f in r["flags"]
+            ]
+            pr.append(score(model, sig, fl, registry=registry).priority)
+        un = [(r, p) for r, p in zip(rows, pr, strict=True) if r["kind"] == "untouched"]
+        threshold = float(np.quantile([p for _, p in un], 0.90))
+        hit = [
+            (r["error_type"], r.get("variant", ""), p >= threshold)
+            for r, p in zip(rows, pr, strict=True)
+            if r["kind"] == "injected"
+        ]
+        scored = [(labels[(r["passage"], r["model"])], p) for r, p in un if (r["passage"], r["model"]) in labels]
+        y, s = [o for o, _ in scored], [p for _, p in scored]
+        print(f"\n== {model.rule}: injected errors in the top 10% of the untouched risk.priority ({dump})")
+        print("\n".join(top10_lines(hit)))
+        print(f"  all types: {np.mean([h for *_, h in hit]):.3f} (target >= {TARGET_ALL})")
+        print(
+            f"PaliBench outlier AUC {auc(s, y):.3f} (target >= {TARGET_AUC}), R@20% {recall_at_budget(s, y, 0.2):.3f} "
+            f"(n={len(s)})"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("challenge", nargs="?", type=Path, default=ROOT / "var" / "challenge" / "dev.jsonl")
@@ -136,7 +172,13 @@ def main() -> None:
     ap.add_argument("--dump", type=Path, help="write every candidate's signals here (JSONL) for offline fitting")
     ap.add_argument("--alone", action="store_true", help="also score every injected candidate without peers")
     ap.add_argument("--no-lexicon", action="store_true", help="the critical checks without the translation lexicon")
+    ap.add_argument(
+        "--rescore", type=Path, help="score a --dump with every --model given (comma-separated) instead of assessing"
+    )
     args = ap.parse_args()
+    if args.rescore:
+        rescore(args.rescore, args.model.split(","))
+        return
     items = [json.loads(line) for line in args.challenge.open()]
     if args.limit:
         items = items[: args.limit]

@@ -145,7 +145,8 @@ def main() -> int:
     base_rules = [r for r in base.hard_flags.rules or [] if r not in OPTIONAL_RULES]
     rows = Rows(args.dump)
     folds = grouped_folds(rows.groups, N_FOLDS, SEED)
-    print(f"{len(rows.rows)} rows ({int((rows.tags == UNTOUCHED).sum())} labelled untouched), {len(rows.names)} signals")
+    labelled = int((rows.tags == UNTOUCHED).sum())
+    print(f"{len(rows.rows)} rows ({labelled} labelled untouched), {len(rows.names)} signals")
 
     # the shipped model, scored as shipped (its terms' statistics; the dump's risk column is its priority)
     shipped = challenge_figures(np.array([r["signals"]["risk"] for r in rows.rows]), rows.data(base.hard_flags))
@@ -210,6 +211,13 @@ def main() -> int:
         reference_label="PaliBench dev half, in-sample scores",
         fit=fit,
         embedding_model=base.embedding_model,
+    )
+    # the critical-content terms are absent when a request turns the critical check off: optional, as before
+    from service.core.critical import SIGNALS as CRITICAL
+
+    optional = {*CRITICAL, "critical_score"}
+    model = msgspec.structs.replace(
+        model, signals=[msgspec.structs.replace(t, optional=t.name in optional) for t in model.signals]
     )
     out_dir = ROOT / "models" / "risk"
     path = write_model(msgspec.convert(msgspec.to_builtins(model), RiskModel), out_dir)

@@ -225,7 +225,7 @@ def test_an_objective_decides_the_selection_and_sees_the_rows_tags() -> None:
         top = s >= np.quantile(s[d.tags == "untouched"], 0.9)
         return (round(float(top[d.tags == "injected"].mean()), 4), 0.0)
 
-    assert [n for n, _ in Search(data, folds).greedy(["a", "b"]).terms][0] == "a"
+    assert Search(data, folds).greedy(["a", "b"]).terms[0][0] == "a"
     chosen = Search(data, folds, objective=injected_on_top).greedy(["a", "b"])
     assert chosen.terms[0][0] == "b"
     nested = nested_cv(data, folds, ["a", "b"], n_folds=5, simplify=False, objective=injected_on_top)

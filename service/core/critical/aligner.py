@@ -71,7 +71,7 @@ def _em(pairs: _Pairs, key: np.ndarray, n_keys: int, iterations: int) -> np.ndar
     f_of_key = np.zeros(n_keys, dtype=np.int64)
     f_of_key[key] = pairs.f
     t = np.ones(n_keys, dtype=np.float64)  # uniform start: every pair equally likely
-    counts = np.zeros(n_keys)
+    counts: np.ndarray = np.zeros(n_keys)
     for _ in range(iterations):
         p = t[key] * pairs.prior
         z = np.bincount(pairs.pos, weights=p, minlength=pairs.n_targets)

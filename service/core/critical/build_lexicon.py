@@ -48,7 +48,8 @@ def held_out(text_id: str) -> bool:
 
 def training_segments() -> tuple[list[Segment], list[Segment]]:
     """(training, held-out) segment pairs; the PaliBench dev suttas are in neither."""
-    train, test = [], []
+    train: list[Segment] = []
+    test: list[Segment] = []
     for seg in aligned_segments(dev_texts()):
         (test if held_out(seg.text_id) else train).append(seg)
     return train, test

@@ -394,7 +394,7 @@ class CriticalChecker:
                 self._translation = load_translation_lexicon(path)
             except FileNotFoundError:
                 self._translation = False
-        return self._translation or None
+        return self._translation if isinstance(self._translation, TranslationLexicon) else None
 
     @property
     def signature(self) -> dict[str, Any]:

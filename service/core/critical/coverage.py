@@ -95,8 +95,8 @@ class SourceView:
     def licenses(self, e: str) -> bool:
         if e in self.licensed:
             return True
-        back = self.lex.source_of.get(e)
-        return bool(back) and any(self.has(s) for s in back)
+        back = self.lex.source_of.get(e) or {}
+        return any(self.has(s) for s in back)
 
     def has(self, stem: str) -> bool:
         """Whether the source has this Pali stem (or one with its first five letters)."""
@@ -429,16 +429,16 @@ class PassageCoverage:
         text = view.text[spans[0][0] : spans[-1][1]]
         there = f"\u201c{_clip(text)}\u201d" if text.strip() else "nothing of it there"
         pali = _clip(self.src.clauses[at][2], 80)
-        agree = round(float(np.mean(peer[:, at] != cand[at])) * n)
+        differ = int(np.sum(peer[:, at] != cand[at]))
         if side > 0:
             summary = (
-                f"negation: the source clause \u201c{pali}\u201d has {int(src[at])} negator(s) and {agree}/{n} peers "
+                f"negation: the source clause \u201c{pali}\u201d has {int(src[at])} negator(s) and {differ}/{n} peers "
                 f"negate there; the candidate does not: {there}"
             )
         else:
             summary = (
                 f"negation: the candidate negates {there} where the source clause \u201c{pali}\u201d "
-                f"has {int(src[at])} negator(s) and {agree}/{n} peers do not negate"
+                f"has {int(src[at])} negator(s) and {differ}/{n} peers do not negate"
             )
         return SignalValue(
             value=round(best, 4),

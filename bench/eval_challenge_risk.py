@@ -19,7 +19,9 @@ import math
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -148,30 +150,38 @@ def rescore(dump: Path, model_names: list[str]) -> None:
             pr.append(score(model, sig, fl, registry=registry).priority)
         un = [(r, p) for r, p in zip(rows, pr, strict=True) if r["kind"] == "untouched"]
         threshold = float(np.quantile([p for _, p in un], 0.90))
-        hit = [
-            (r["error_type"], r.get("variant", ""), p >= threshold)
-            for r, p in zip(rows, pr, strict=True)
-            if r["kind"] == "injected"
-        ]
         scored = [(labels[(r["passage"], r["model"])], p) for r, p in un if (r["passage"], r["model"]) in labels]
         y, s = [o for o, _ in scored], [p for _, p in scored]
-        print(f"\n== {model.rule}: injected errors in the top 10% of the untouched risk.priority ({dump})")
-        print("\n".join(top10_lines(hit)))
-        print(f"  all types: {np.mean([h for *_, h in hit]):.3f} (target >= {TARGET_ALL})")
         print(
-            f"PaliBench outlier AUC {auc(s, y):.3f} (target >= {TARGET_AUC}), R@20% {recall_at_budget(s, y, 0.2):.3f} "
-            f"(n={len(s)})"
+            f"\n== {model.rule} ({dump}): {len(un)} untouched candidates; PaliBench outlier AUC {auc(s, y):.3f} "
+            f"(target >= {TARGET_AUC}), R@20% {recall_at_budget(s, y, 0.2):.3f} (n={len(s)})"
         )
+        sets = sorted({r.get("set", "") for r in rows if r["kind"] == "injected"})
+        for name in sets:
+            hit = [
+                (r["error_type"], r.get("variant", ""), p >= threshold)
+                for r, p in zip(rows, pr, strict=True)
+                if r["kind"] == "injected" and r.get("set", "") == name
+            ]
+            print(f"  injected errors of set {name!r} in the top 10% of the untouched risk.priority:")
+            print("\n".join(top10_lines(hit)))
+            print(f"  all types: {np.mean([h for *_, h in hit]):.3f} (target >= {TARGET_ALL})")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("challenge", nargs="?", type=Path, default=ROOT / "var" / "challenge" / "dev.jsonl")
+    ap.add_argument(
+        "challenge", nargs="*", type=Path, default=[ROOT / "var" / "challenge" / "dev.jsonl"],
+        help="challenge sets (JSONL); several share one run (their untouched peers are assessed once)",
+    )
     ap.add_argument("--model", default=get_settings().risk.model)
     ap.add_argument("--limit", type=int, default=0, help="first N challenge items only")
     ap.add_argument("--dump", type=Path, help="write every candidate's signals here (JSONL) for offline fitting")
     ap.add_argument("--alone", action="store_true", help="also score every injected candidate without peers")
     ap.add_argument("--no-lexicon", action="store_true", help="the critical checks without the translation lexicon")
+    ap.add_argument(
+        "--untouched-from", type=Path, help="take the untouched candidates' rows from this earlier --dump (same code)"
+    )
     ap.add_argument(
         "--rescore", type=Path, help="score a --dump with every --model given (comma-separated) instead of assessing"
     )
@@ -179,7 +189,7 @@ def main() -> None:
     if args.rescore:
         rescore(args.rescore, args.model.split(","))
         return
-    items = [json.loads(line) for line in args.challenge.open()]
+    items = [{"set": path.stem, **json.loads(line)} for path in args.challenge for line in path.open()]
     if args.limit:
         items = items[: args.limit]
     sources, models = load_dev()
@@ -191,16 +201,22 @@ def main() -> None:
     neg: dict[str, dict[str, list[float]]] = {"peers": defaultdict(list), "alone": defaultdict(list)}
     untouched: dict[tuple[str, str], dict[str, float]] = {}
     dump = args.dump.open("w") if args.dump else None
-    for pid, src in sources.items():
-        cands = [(m, models[m][pid]) for m in names if models[m].get(pid, "").strip()]
-        for cid, sig in assess(src, cands).items():
-            untouched[(pid, cid)] = sig
-            if dump:
+    def untouched_rows() -> Iterator[dict[str, Any]]:
+        if args.untouched_from:  # the same untouched candidates, assessed by an earlier run with this code
+            yield from (r for r in map(json.loads, args.untouched_from.open()) if r["kind"] == "untouched")
+            return
+        for pid, src in sources.items():
+            cands = [(m, models[m][pid]) for m in names if models[m].get(pid, "").strip()]
+            for cid, sig in assess(src, cands).items():
                 flags = assess.last_flags[cid]
-                row = {"kind": "untouched", "passage": pid, "model": cid, "signals": sig, "flags": flags}
-                dump.write(json.dumps(row) + "\n")
-            for k, v in sig.items():
-                neg["peers"][k].append(v)
+                yield {"kind": "untouched", "passage": pid, "model": cid, "signals": sig, "flags": flags}
+
+    for row in untouched_rows():
+        untouched[(row["passage"], row["model"])] = row["signals"]
+        if dump:
+            dump.write(json.dumps(row) + "\n")
+        for k, v in row["signals"].items():
+            neg["peers"][k].append(v)
     alone_ids = sorted(untouched)[:: max(1, len(untouched) // 1500)]  # a sample: alone scoring is per candidate
     for pid, cid in alone_ids if args.alone else []:
         for k, v in assess(sources[pid], [(cid, models[cid][pid])])[cid].items():
@@ -215,7 +231,14 @@ def main() -> None:
         cands = [(m, models[m][pid]) for m in names if m != cid and models[m].get(pid, "").strip()]
         with_peers = assess(sources[pid], [*cands, (cid, it["corrupted"])])[cid]
         peer_flags = assess.last_flags[cid]
-        row = {"kind": "injected", "passage": pid, "model": cid, "error_type": etype, "variant": variant}
+        row = {
+            "kind": "injected",
+            "passage": pid,
+            "model": cid,
+            "error_type": etype,
+            "variant": variant,
+            "set": it["set"],
+        }
         if dump:
             dump.write(json.dumps({**row, "mode": "peers", "signals": with_peers, "flags": peer_flags}) + "\n")
         modes = [("peers", with_peers)]

@@ -455,9 +455,9 @@ class CriticalChecker:
             "term_mismatch": self._terms(src, cand, peers),
             "list_size_mismatch": self._list_sizes(src, cand, peers),
             **self._aligned(cand, peers),
-            **coverage,
         }
         sig["negation_consensus"] = self._negation_consensus(sig)
+        sig.update(coverage)
         sig["critical_score"] = SignalValue(value=_critical_score(sig), detail={"peers": n})
         limits = self.thresholds if n else self.thresholds_alone
         return CriticalReport(signals=sig, flags=_flags(sig, limits), peers=n)

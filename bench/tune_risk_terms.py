@@ -29,7 +29,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import msgspec  # noqa: E402
 from challenge_set import load_outlier_labels  # noqa: E402
-from fit_risk import read_aliases, write_aliases, write_model  # noqa: E402
+from fit_risk import embedding_model_of, read_aliases, write_aliases, write_model  # noqa: E402
 
 from service.core.calibration.search import (  # noqa: E402
     SEED,
@@ -37,6 +37,7 @@ from service.core.calibration.search import (  # noqa: E402
     Search,
     Spec,
     build_model,
+    fitted_scores,
     folds_description,
     grouped_folds,
     held_out_scores,
@@ -45,7 +46,7 @@ from service.core.calibration.search import (  # noqa: E402
 )
 from service.core.metrics import auc, recall_at_budget  # noqa: E402
 from service.core.ranking import forcing_flag, priorities  # noqa: E402
-from service.core.risk import HardFlagRule, RiskModel, load_model  # noqa: E402
+from service.core.risk import HardFlagRule, ReferenceDistribution, RiskModel, load_model  # noqa: E402
 from service.core.types import Flag, Severity  # noqa: E402
 
 N_FOLDS = 5
@@ -72,10 +73,16 @@ def _flags(dumped: list[str]) -> list[Flag]:
 class Rows:
     """The dump as fitting rows: untouched candidates first, then the injected errors (with peers)."""
 
-    def __init__(self, dump: Path) -> None:
+    def __init__(self, dump: Path, challenge_set: str | None = None) -> None:
         rows = [json.loads(line) for line in dump.open()]
         un = [r for r in rows if r["kind"] == "untouched"]
-        inj = [r for r in rows if r["kind"] == "injected" and r.get("mode") == "peers"]
+        inj = [
+            r
+            for r in rows
+            if r["kind"] == "injected"
+            and r.get("mode") == "peers"
+            and (challenge_set is None or r.get("set") == challenge_set)
+        ]
         labels = load_outlier_labels()
         self.rows = un + inj
         names = sorted({k for r in self.rows for k in r["signals"]} - EXCLUDED)
@@ -139,11 +146,13 @@ def main() -> int:
     ap.add_argument("dump", type=Path)
     ap.add_argument("--base", type=Path, default=ROOT / "models" / "risk" / "peer-robust-minilm-v1.json")
     ap.add_argument("--nested", action="store_true", help="also the nested CV of the whole selection (slow)")
+    ap.add_argument("--rules", help="try only this comma-separated set of extra forcing rules (a choice made before)")
+    ap.add_argument("--set", help="fit on the injected errors of this challenge set only (the others are for checking)")
     ap.add_argument("--write", metavar="VERSION", help=f"write the chosen model as {NAME} and make it the default")
     args = ap.parse_args()
     base = load_model(args.base)
     base_rules = [r for r in base.hard_flags.rules or [] if r not in OPTIONAL_RULES]
-    rows = Rows(args.dump)
+    rows = Rows(args.dump, args.set)
     folds = grouped_folds(rows.groups, N_FOLDS, SEED)
     labelled = int((rows.tags == UNTOUCHED).sum())
     print(f"{len(rows.rows)} rows ({labelled} labelled untouched), {len(rows.names)} signals")
@@ -154,16 +163,21 @@ def main() -> int:
 
     pool = [n for n in rows.names if np.isfinite(rows.x[:, rows.names.index(n)]).mean() > 0.5]
     results = []
-    for k in range(len(OPTIONAL_RULES) + 1):
-        for extra in itertools.combinations(OPTIONAL_RULES, k):
-            rule = HardFlagRule(rules=[*base_rules, *extra])
-            data = rows.data(rule)
-            search = Search(data, folds, objective=objective, max_terms=MAX_TERMS)
-            spec = search.select(pool, simplify=True).chosen
-            held = priorities(held_out_scores(spec, data, folds), data.forced)
-            f = challenge_figures(held, data)
-            results.append((objective(held, data), extra, spec, f, data))
-            print(_line(f"forcing also {list(extra)}", f) + f"\n    {spec.describe()}", flush=True)
+    # a rule that fires on no row changes nothing: only the ones that do are tried
+    firing = [r for r in OPTIONAL_RULES if any(f.rule == r for fl in rows.flags for f in fl)]
+    print(f"optional forcing rules that fire: {firing}")
+    combos = [tuple(c) for k in range(len(firing) + 1) for c in itertools.combinations(firing, k)]
+    if args.rules is not None:
+        combos = [tuple(r for r in args.rules.split(",") if r)]
+    for extra in combos:
+        rule = HardFlagRule(rules=[*base_rules, *extra])
+        data = rows.data(rule)
+        search = Search(data, folds, objective=objective, max_terms=MAX_TERMS)
+        spec = search.select(pool, simplify=True).chosen
+        held = priorities(held_out_scores(spec, data, folds), data.forced)
+        f = challenge_figures(held, data)
+        results.append((objective(held, data), extra, spec, f, data))
+        print(_line(f"forcing also {list(extra)}", f) + f"\n    {spec.describe()}", flush=True)
     key, extra, spec, cv, data = max(results, key=lambda r: r[0])
     print(f"\nchosen (held-out objective {key}): forcing also {list(extra)}; {spec.describe()}")
     print(_line("grouped 5-fold CV", cv))
@@ -191,13 +205,16 @@ def main() -> int:
         "cv": {k: round(v, 4) for k, v in cv.items()},
         "shipped_before": {"model": f"{base.name}@{base.version}", **{k: round(v, 4) for k, v in shipped.items()}},
     }
+    fit["in_sample"] = {
+        k: round(v, 4) for k, v in challenge_figures(priorities(fitted_scores(spec, data), data.forced), data).items()
+    }
     if nested is not None:
         fit["nested_cv"] = {k: round(v, 4) for k, v in nested.items()}
-    # statistics and the reference distribution from the untouched candidates only (what the service's pool holds)
-    ref_data = data.rows(untouched)
+    # the terms' statistics from every row, as the fit computed them (robust z over other rows would be another
+    # model); the reference distribution from the untouched candidates only (what the service's pool holds)
     model = build_model(
         Spec(spec.terms, spec.stat, spec.clip),
-        ref_data,
+        data,
         name=NAME,
         version=args.write,
         description="Agreement with peer translations of the same passage (all-MiniLM-L6-v2 int8 ONNX peer "
@@ -210,7 +227,19 @@ def main() -> int:
         reference_data=f"PaliBench dev half: {len(untouched)} untouched candidates; peer embeddings all-MiniLM-L6-v2",
         reference_label="PaliBench dev half, in-sample scores",
         fit=fit,
-        embedding_model=base.embedding_model,
+        # the peer encoder its statistics hold for, when a term is an embedding distance (None when none is)
+        embedding_model=embedding_model_of(
+            [n for n, _ in spec.terms], {"peer_embedding_model": base.embedding_model or "unknown"}
+        ),
+    )
+    ref = fitted_scores(spec, data)[untouched]
+    model = msgspec.structs.replace(
+        model,
+        reference=ReferenceDistribution(
+            data="PaliBench dev half, untouched candidates, in-sample scores",
+            n=int(ref.shape[0]),
+            quantiles=[round(float(q), 6) for q in np.quantile(ref, np.linspace(0.0, 1.0, 1001))],
+        ),
     )
     # the critical-content terms are absent when a request turns the critical check off: optional, as before
     from service.core.critical import SIGNALS as CRITICAL

@@ -131,6 +131,15 @@ def _table(title: str, pos: dict[str, dict[str, list[float]]], neg: dict[str, li
     return lines
 
 
+def dumped_flags(dumped: list[str]) -> list[Flag]:
+    """A dump's ``rule:severity`` strings as flags."""
+    out = []
+    for f in dumped:
+        rule, _, severity = f.rpartition(":")
+        out.append(msgspec.convert({"rule": rule, "severity": severity, "detail": ""}, Flag))
+    return out
+
+
 def rescore(dump: Path, model_names: list[str]) -> None:
     """Every model's risk.priority (``risk.score``, as the worker scores) of the signals and flags a ``--dump``
     recorded, with the same figures: the signals do not depend on the model, so models compare on one run."""
@@ -143,11 +152,7 @@ def rescore(dump: Path, model_names: list[str]) -> None:
         pr = []
         for r in rows:
             sig = {k: SignalValue(value=v) for k, v in r["signals"].items() if k != RISK}
-            fl = [
-                msgspec.convert({"rule": f.rpartition(":")[0], "severity": f.rpartition(":")[2], "detail": ""}, Flag)
-                for f in r["flags"]
-            ]
-            pr.append(score(model, sig, fl, registry=registry).priority)
+            pr.append(score(model, sig, dumped_flags(r["flags"]), registry=registry).priority)
         un = [(r, p) for r, p in zip(rows, pr, strict=True) if r["kind"] == "untouched"]
         threshold = float(np.quantile([p for _, p in un], 0.90))
         scored = [(labels[(r["passage"], r["model"])], p) for r, p in un if (r["passage"], r["model"]) in labels]

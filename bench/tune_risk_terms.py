@@ -29,6 +29,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import msgspec  # noqa: E402
 from challenge_set import load_outlier_labels  # noqa: E402
+from eval_challenge_risk import dumped_flags  # noqa: E402
 from fit_risk import embedding_model_of, read_aliases, write_aliases, write_model  # noqa: E402
 
 from service.core.calibration.search import (  # noqa: E402
@@ -47,7 +48,7 @@ from service.core.calibration.search import (  # noqa: E402
 from service.core.metrics import auc, recall_at_budget  # noqa: E402
 from service.core.ranking import forcing_flag, priorities  # noqa: E402
 from service.core.risk import HardFlagRule, ReferenceDistribution, RiskModel, load_model  # noqa: E402
-from service.core.types import Flag, Severity  # noqa: E402
+from service.core.types import Severity  # noqa: E402
 
 N_FOLDS = 5
 MAX_TERMS = 8
@@ -59,15 +60,6 @@ UNTOUCHED = "untouched"
 EXCLUDED = {"risk", "source_distance", "source_distance_peer_z", "translator_peer_distance"}
 # critical flags a fit may add to the base model's forcing rules
 OPTIONAL_RULES = ("critical.negation", "critical.added_content", "critical.omission", "critical.substitution")
-
-
-def _flags(dumped: list[str]) -> list[Flag]:
-    """The dump's ``rule:severity`` strings as flags."""
-    out = []
-    for f in dumped:
-        rule, _, severity = f.rpartition(":")
-        out.append(msgspec.convert({"rule": rule, "severity": severity, "detail": ""}, Flag))
-    return out
 
 
 class Rows:
@@ -95,7 +87,7 @@ class Rows:
             + [f"{r['error_type']}/{r.get('variant', '')}" for r in inj]
         )
         self.groups = np.array([r["passage"].split(":")[0] for r in self.rows])
-        self.flags = [_flags(r["flags"]) for r in self.rows]
+        self.flags = [dumped_flags(r["flags"]) for r in self.rows]
 
     def data(self, rule: HardFlagRule) -> FitData:
         forced: tuple[Severity | None, ...] = tuple(

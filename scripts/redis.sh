@@ -15,7 +15,10 @@ if redis-cli -h "$host" -p "$port" ping >/dev/null 2>&1; then
 fi
 case "$host" in 127.0.0.1|localhost|::1) ;; *) echo "redis: nothing answers at $host:$port and it is not local" >&2; exit 1;; esac
 command -v redis-server >/dev/null || { echo "redis: redis-server is not installed (apt-get install redis-server)" >&2; exit 1; }
+# the AOF holds every tenant's assessments: its folder and files are the owner's only
+umask 077
 mkdir -p var/redis
+chmod 700 var/redis
 # as the service's Redis runs everywhere (service/local_redis.py, k8s/redis.yaml; a test keeps them alike): every write
 # in the AOF, fsynced before Redis acknowledges it (README, "Durability"), no RDB snapshots, never evicting
 redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --dir "$PWD/var/redis" --logfile "$PWD/var/redis/redis.log" \

@@ -163,12 +163,33 @@ def cmd_keys(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_secrets(args: argparse.Namespace) -> int:
+    """Callback secrets at rest (service/core/sealing.py): a new key for TRISK_SECRET_KEYS, or every tenant's current
+    secret sealed again under the first key (after a rotation, or once a key is first set)."""
+    from service.core.durable import open_store
+    from service.core.durable.access import AccessStore
+    from service.core.sealing import Sealer, new_key_spec
+
+    if args.secrets_command == "new-key":
+        print(new_key_spec(args.id))
+        return 0
+    sealer = Sealer.from_setting(get_settings().durable.secret_keys)
+    if sealer.sealing_key is None:
+        print("TRISK_SECRET_KEYS is unset: callback secrets are stored plain (trisk secrets new-key makes a key)")
+        return 1
+    tenants = AccessStore(open_store(get_settings().durable), sealer).reseal_callback_secrets()
+    print(f"sealed the current callback secret of {len(tenants)} tenant(s) under key {sealer.sealing_key}")
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from service.app.server import bounded_http_protocol
     from service.core.telemetry import configure_logging
 
-    configure_logging(get_settings().api.log_format)
+    settings = get_settings()
+    configure_logging(settings.api.log_format)
     # log_config=None: uvicorn's own lines go through the same structured handler; the app writes the access log
     # itself (trisk.access: route template, status, latency, request id, tenant), so uvicorn's is off
     uvicorn.run(
@@ -179,6 +200,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log_level="info",
         log_config=None,
         access_log=False,
+        http=bounded_http_protocol(settings.limits.max_header_bytes),
     )
     return 0
 
@@ -281,6 +303,13 @@ def _main(argv: list[str] | None) -> int:
     k.add_argument("--tenant", default="local")
     k.add_argument("--print-key", action="store_true", help="print the key itself")
     p.set_defaults(func=cmd_keys)
+
+    p = sub.add_parser("secrets", help="callback secrets at rest: a new sealing key, or reseal under the first key")
+    sec = p.add_subparsers(dest="secrets_command", required=True)
+    k = sec.add_parser("new-key", help="print a new id:base64 entry for TRISK_SECRET_KEYS")
+    k.add_argument("--id", help="the key's id (default: a random one)")
+    sec.add_parser("reseal", help="append each tenant's current secret sealed under the first key (after a rotation)")
+    p.set_defaults(func=cmd_secrets)
 
     p = sub.add_parser("serve", help="run the API with uvicorn")
     p.add_argument("--host", default="127.0.0.1")

@@ -38,6 +38,7 @@ class RedisServer:
         assert shutil.which("redis-server"), "redis-server is needed (apt-get install redis-server)"
         self.data_dir = data_dir
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.chmod(0o700)  # the AOF holds every tenant's assessments
         self.port = free_port()
         self.args = [*persistence_args(appendfsync), *extra]
         self.proc: subprocess.Popen[bytes] | None = None
@@ -54,7 +55,8 @@ class RedisServer:
         assert self.proc is None or self.proc.poll() is not None, "already running"
         cmd = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.data_dir)]
         cmd += ["--logfile", str(self.data_dir / "redis.log"), *self.args]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # umask 077: the AOF directory and files it writes are its owner's only
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, umask=0o077)
         return self.wait_ready(timeout) if wait else self.client()
 
     def wait_ready(self, timeout: float = 20.0) -> redis.Redis:

@@ -76,7 +76,10 @@ def test_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings
             callback_allow_http=True,
             callback_allow_networks="127.0.0.0/8",
         ),
-        api=replace(base.api, rate_per_key=0, rate_per_tenant=0),
+        # every test client is "testclient": one test's bad keys must not lock the next out (a test of it sets it)
+        api=replace(
+            base.api, rate_per_key=0, rate_per_tenant=0, auth_failures_per_minute=0, operator_tenants=TEST_TENANT
+        ),
     )
     yield settings
     # jobs left on this session's queue (e.g. from fuzzing) would never run: drop them with the queue
@@ -87,7 +90,8 @@ def test_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings
     for job_id in r.zrange(queue, 0, -1):
         r.delete(b"arq:job:" + job_id)
     r.delete(queue)
-    for key in r.scan_iter(match=f"trisk:t:{TEST_TENANT}:*", count=1000):
+    # the test tenant's and the other tenants a test makes from its name (f"{TEST_TENANT}-b")
+    for key in r.scan_iter(match=f"trisk:t:{TEST_TENANT}*", count=1000):
         r.delete(key)
 
 
@@ -178,3 +182,30 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     line = tally_line()
     if line:
         terminalreporter.write_line(line)
+
+
+# names the tests' callback resolver knows; anything else "does not exist" (no lookup ever leaves this machine)
+FAKE_DNS: dict[str, list[str]] = {"localhost": ["127.0.0.1"]}
+
+
+@pytest.fixture(autouse=True)
+def _loopback_resolver(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
+    """Callback hosts are resolved by a table (``FAKE_DNS``; a test adds names to it), never by a DNS server: a test
+    must not send a lookup, let alone a request, to any address beyond this machine."""
+    import ipaddress
+    import socket
+
+    from service.core import callbacks
+
+    table = dict(FAKE_DNS)
+
+    async def resolve(host: str, port: int) -> list[Any]:
+        if host in table:
+            return [ipaddress.ip_address(a) for a in table[host]]
+        try:
+            return [ipaddress.ip_address(host)]  # a literal address resolves to itself, as getaddrinfo has it
+        except ValueError:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known") from None
+
+    monkeypatch.setattr(callbacks, "_resolve", resolve)
+    return table

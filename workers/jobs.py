@@ -41,6 +41,7 @@ from service.core import lanes
 from service.core.budget import SeenScores
 from service.core.callbacks import CallbackRefused, post_callback
 from service.core.durable.access import AccessStore
+from service.core.embeddings._cache import for_tenant
 from service.core.errors import NotFound, TriskError, UpstreamError
 from service.core.llm import NO_PROVIDER
 from service.core.novelty_report import NoveltyPending, source_novelty
@@ -61,6 +62,7 @@ from service.core.records import (
 from service.core.redis_client import REDIS_AWAY, waiting_retry
 from service.core.risk import RiskRegistry
 from service.core.risk_catalog import ModelCatalog
+from service.core.sealing import Sealer
 from service.core.settings import Settings, get_settings
 from service.core.store import AssessmentState, Store
 from service.core.telemetry import CHECK_FAILURES, log_context, timed_job
@@ -407,8 +409,9 @@ def _cheap_part(ctx: dict[str, Any], state: AssessmentState, novelty: Any) -> Ch
         candidates=req.candidates,
         checks=state.meta.checks,
         novelty=novelty,
-        peer_embedder=embedders.peer,
-        source_embedder=embedders.source() if wants_source else None,
+        # vectors are cached per tenant: no tenant learns from the cache what another submitted
+        peer_embedder=for_tenant(embedders.peer, state.meta.tenant),
+        source_embedder=for_tenant(embedders.source(), state.meta.tenant) if wants_source else None,
         embedder_signature=embedders.signature(wants_source),
         length_model=_length_model(ctx, req.source.lang, req.target_lang),
         critical=ctx["critical"],
@@ -736,7 +739,8 @@ async def deliver_callback(ctx: dict[str, Any], tenant: str, aid: str, event: Ca
     cb.attempts += 1
     body = msgspec.json.encode(render_assessment(state))
     try:
-        secret = await asyncio.to_thread(AccessStore(ctx["catalog"].db).callback_secret, tenant)
+        sealer = Sealer.from_setting(ctx["settings"].durable.secret_keys)
+        secret = await asyncio.to_thread(AccessStore(ctx["catalog"].db, sealer).callback_secret, tenant)
         resp = await post_callback(
             ctx["http"],
             cb.url,
@@ -746,7 +750,8 @@ async def deliver_callback(ctx: dict[str, Any], tenant: str, aid: str, event: Ca
             extra_headers=[("Trisk-Event", event)],  # the body's status says which result it is: done supersedes
         )
         if resp.status_code >= 300:
-            raise httpx.HTTPStatusError(f"callback answered {resp.status_code}", request=resp.request, response=resp)
+            answer = httpx.Response(resp.status_code, request=resp.request)  # its status: the body is not kept
+            raise httpx.HTTPStatusError(f"callback answered {resp.status_code}", request=resp.request, response=answer)
     except CallbackRefused as exc:
         # the name resolves to an address the policy refuses: trying again would not change that
         CHECK_FAILURES.labels("callback").inc()

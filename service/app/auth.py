@@ -2,7 +2,9 @@
 and the OpenAPI document cannot disagree), and the rate limits (429) with their headers.
 
 Every route needs a key except ``/health/*`` and the OpenAPI documents (``/schema``). The key decides the tenant:
-handlers get it as the ``tenant`` dependency and never from the request body.
+handlers get it as the ``tenant`` dependency and never from the request body. A client address with more than
+``TRISK_AUTH_FAILURES_PER_MINUTE`` failed authentications in a minute gets 429 (with Retry-After) for every request
+until the minute ends, a valid key included: guessing costs the guesser, not the key store.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections import OrderedDict
 from typing import Any
 
 from litestar.connection import ASGIConnection
@@ -19,7 +22,7 @@ from service.app.problems import problem_responses
 from service.core.auth import ApiKey, Principal, authenticate
 from service.core.auth import Scope as KeyScope
 from service.core.errors import MalformedRequest, NotReady, TooManyRequests, Unauthorized
-from service.core.ratelimit import RateLimiter
+from service.core.ratelimit import FailureLimiter, RateLimiter
 from service.core.telemetry import RATE_LIMITED, TENANT
 
 __all__ = ["RATELIMIT_HEADERS", "SECURITY_SCHEMES", "KeyCache", "access", "authenticate_request", "principal_of"]
@@ -30,29 +33,48 @@ SECURITY_SCHEMES = ("bearerAuth", "apiKeyHeader")
 
 class KeyCache:
     """Key records by id, read from the durable store at most every ``ttl`` seconds (a revoked key stops working
-    within that time), and last-used times written at most once a minute per key."""
+    within that time), and last-used times written at most once a minute per key.
 
-    def __init__(self, store: Any, ttl: float = 5.0) -> None:
+    Bounded: at most ``max_items`` known keys and, apart from them, ``max_items`` unknown ids (a miss is remembered
+    too, so asking for the same unknown id again costs no database read), each least recently used first out. A flood
+    of random key ids therefore churns the unknown ids only and never grows the process, nor pushes real keys out."""
+
+    def __init__(self, store: Any, ttl: float = 5.0, max_items: int = 10_000) -> None:
         self.store = store
         self.ttl = ttl
+        self.max_items = max(1, max_items)
         self._lock = threading.Lock()
-        self._keys: dict[str, tuple[float, ApiKey | None]] = {}
-        self._touched: dict[str, float] = {}
+        self._keys: OrderedDict[str, tuple[float, ApiKey]] = OrderedDict()
+        self._unknown: OrderedDict[str, float] = OrderedDict()
+        self._touched: OrderedDict[str, float] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._keys) + len(self._unknown)
 
     def find(self, key_id: str) -> ApiKey | None:
         now = time.monotonic()
         with self._lock:
             hit = self._keys.get(key_id)
             if hit is not None and now - hit[0] < self.ttl:
+                self._keys.move_to_end(key_id)
                 return hit[1]
+            missed = self._unknown.get(key_id)
+            if missed is not None and now - missed < self.ttl:
+                return None
         key = self.store.find_key(key_id)
         with self._lock:
-            self._keys[key_id] = (now, key)
+            self._keys.pop(key_id, None)
+            self._unknown.pop(key_id, None)
+            table: OrderedDict[str, Any] = self._keys if key is not None else self._unknown
+            table[key_id] = (now, key) if key is not None else now
+            while len(table) > self.max_items:
+                table.popitem(last=False)
         return key
 
     def forget(self, key_id: str) -> None:
         with self._lock:
             self._keys.pop(key_id, None)
+            self._unknown.pop(key_id, None)
 
     def touch(self, key_id: str) -> None:
         now = time.time()
@@ -60,6 +82,9 @@ class KeyCache:
             if now - self._touched.get(key_id, 0.0) < 60.0:
                 return
             self._touched[key_id] = now
+            self._touched.move_to_end(key_id)
+            while len(self._touched) > self.max_items:
+                self._touched.popitem(last=False)
         self.store.touch_key(key_id, now)
 
 
@@ -82,7 +107,17 @@ async def authenticate_request(connection: ASGIConnection[Any, Any, Any, Any]) -
     keys: KeyCache | None = getattr(resources, "keys", None)
     if keys is None:
         raise NotReady("the key store is not open")
-    principal = await asyncio.to_thread(authenticate, _token(connection), keys.find)
+    failures: FailureLimiter | None = getattr(resources, "auth_failures", None)
+    address = connection.client.host if connection.client else "unknown"
+    if failures is not None and failures.enabled and (wait := failures.blocked(address)):
+        raise _too_many_failures(wait)
+    token = _token(connection)
+    try:
+        principal = await asyncio.to_thread(authenticate, token, keys.find)
+    except Unauthorized:
+        if token and failures is not None and failures.enabled and (wait := await failures.record(address)):
+            raise _too_many_failures(wait) from None
+        raise
     connection.scope["user"] = principal
     connection.scope["auth"] = principal
     TENANT.set(principal.tenant)  # this request's task only: every log line of the request names the tenant
@@ -99,6 +134,15 @@ async def authenticate_request(connection: ASGIConnection[Any, Any, Any, Any]) -
                 extra={"limit": decision.limited_by},
             )
     return principal
+
+
+def _too_many_failures(wait: int) -> TooManyRequests:
+    RATE_LIMITED.labels("auth_failures").inc()
+    return TooManyRequests(
+        f"too many failed authentications from this address; retry in {wait} s (TRISK_AUTH_FAILURES_PER_MINUTE)",
+        retry_after=wait,
+        extra={"limit": "auth_failures"},
+    )
 
 
 def principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:

@@ -6,7 +6,7 @@ from litestar import Litestar
 from litestar.config.cors import CORSConfig
 from litestar.di import Provide
 
-from service.app.middleware import RequestContextMiddleware, add_response_headers
+from service.app.middleware import RequestContextMiddleware, add_response_headers, refuse_nul
 from service.app.openapi import StrictStructSchemaPlugin
 from service.app.plugin import TriskPlugin
 from service.app.resources import Resources
@@ -30,6 +30,7 @@ def create_app(
         # ids, metrics and headers on every answer; the key and its scope are each route's guard (service.app.auth)
         middleware=[RequestContextMiddleware],
         before_send=[add_response_headers],
+        before_request=refuse_nul,
         # CORS is off unless origins are listed: a browser page elsewhere must not drive a reviewer's key
         cors_config=CORSConfig(
             allow_origins=origins,

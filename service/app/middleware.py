@@ -13,13 +13,16 @@ import time
 import uuid
 from typing import Any
 
+from litestar import Request
 from litestar.datastructures import MutableScopeHeaders
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.app.auth import RATELIMIT_HEADERS
+from service.app.docs import DOCS_CSP
+from service.core.errors import InputError
 from service.core.telemetry import HTTP_DURATION, HTTP_REQUESTS, log_context
 
-__all__ = ["SECURITY_HEADERS", "RequestContextMiddleware", "add_response_headers"]
+__all__ = ["SECURITY_HEADERS", "RequestContextMiddleware", "add_response_headers", "escaped_nul_at", "refuse_nul"]
 
 access_log = logging.getLogger("trisk.access")
 # an API that serves JSON to programs: no sniffing, no framing, no referrers, no caching of tenant data
@@ -30,7 +33,7 @@ SECURITY_HEADERS: tuple[tuple[str, str], ...] = (
     ("cross-origin-resource-policy", "same-origin"),
     ("cache-control", "no-store"),
 )
-# the interactive docs page loads its own scripts and styles; everything else may load nothing
+# answers are data, never a page: they may load nothing (the docs page has its own policy, service/app/docs.py)
 _API_CSP = "default-src 'none'; frame-ancestors 'none'"
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 _STATE_ID = "trisk_request_id"
@@ -54,13 +57,41 @@ async def add_response_headers(message: Message, scope: Scope) -> None:
     for name, value in SECURITY_HEADERS:
         if name not in headers:
             headers[name] = value
-    if not scope.get("path", "").startswith("/schema") and "content-security-policy" not in headers:
-        headers["content-security-policy"] = _API_CSP
+    if "content-security-policy" not in headers:
+        headers["content-security-policy"] = DOCS_CSP if scope.get("path", "").startswith("/schema") else _API_CSP
     headers["x-request-id"] = _request_id(scope)
     for name, value in scope.get("state", {}).get(RATELIMIT_HEADERS, {}).items():
         headers[name] = value
     if scope.get("method") == "OPTIONS" and "allow" in headers:
         headers["allow"] = _allowed_methods(scope) or headers["allow"]
+
+
+_NUL = b"\\u0000"
+
+
+def escaped_nul_at(body: bytes) -> int:
+    """Where a JSON body carries an escaped NUL (``\\u0000`` after an even run of backslashes, so inside a string it
+    is the escape, not a literal backslash and text), or -1. A raw NUL byte is not JSON at all (a 400 already)."""
+    at = body.find(_NUL)
+    while at >= 0:
+        run = 0
+        while at - run - 1 >= 0 and body[at - run - 1] == 0x5C:
+            run += 1
+        if run % 2 == 0:
+            return at
+        at = body.find(_NUL, at + 1)
+    return -1
+
+
+async def refuse_nul(request: Request[Any, Any, Any]) -> None:
+    """The ``before_request`` hook: no text of any request may hold U+0000. PostgreSQL refuses it in a text column
+    (a 500 at the write, after the request was accepted) and no language writes it; refused here, for every route,
+    before anything is stored (422)."""
+    if request.method in ("POST", "PUT", "PATCH") and (at := escaped_nul_at(await request.body())) >= 0:
+        raise InputError(
+            f"the request holds an escaped NUL (\\u0000) at byte {at}; texts must not contain U+0000",
+            extra={"offset": at},
+        )
 
 
 def _allowed_methods(scope: Any) -> str | None:

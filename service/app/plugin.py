@@ -23,6 +23,7 @@ from service.app.auth import KeyCache
 from service.app.batches.controllers import BatchController
 from service.app.calibration.controllers import CalibrationController
 from service.app.deps import dependencies
+from service.app.docs import docs_assets, render_plugins
 from service.app.health.controllers import HealthController
 from service.app.keys.controllers import CallbackSecretController, KeyController
 from service.app.mata.controllers import MataController
@@ -36,9 +37,10 @@ from service.app.review.controllers import AdjudicationController, ReviewControl
 from service.core.durable import open_store
 from service.core.durable.access import AccessStore
 from service.core.novelty import load_indexes
-from service.core.ratelimit import RateLimiter
+from service.core.ratelimit import FailureLimiter, RateLimiter
 from service.core.risk import RiskRegistry
 from service.core.risk_catalog import ModelCatalog
+from service.core.sealing import Sealer
 from service.core.settings import Settings
 from service.core.telemetry import start_metrics_server
 
@@ -84,6 +86,7 @@ class TriskPlugin(InitPluginProtocol):
                 MataController,
             ]
         )
+        app_config.route_handlers.append(docs_assets())
         if not self.settings.api.metrics_port:
             app_config.route_handlers.append(MetricsController)
         app_config.dependencies.update({**dependencies(), **self.dependency_overrides})
@@ -97,6 +100,7 @@ class TriskPlugin(InitPluginProtocol):
                 "candidate translations most need a human look."
             ),
             path="/schema",
+            render_plugins=render_plugins(),
             use_handler_docstrings=False,
             components=Components(
                 security_schemes={
@@ -138,13 +142,17 @@ class TriskPlugin(InitPluginProtocol):
             shipped = RiskRegistry.load(self.settings.risk.models_dir)
             resources.catalog = ModelCatalog(shipped, resources.db, self.settings.risk.model)
         if resources.access is None:
-            resources.access = AccessStore(resources.db)
+            resources.access = AccessStore(resources.db, Sealer.from_setting(self.settings.durable.secret_keys))
         if resources.keys is None:
-            resources.keys = KeyCache(resources.access)
+            resources.keys = KeyCache(resources.access, max_items=self.settings.api.key_cache_size)
         if resources.rate_limiter is None and resources.redis is not None:
             api = self.settings.api
             resources.rate_limiter = RateLimiter(
                 resources.redis, per_key=api.rate_per_key, per_tenant=api.rate_per_tenant
+            )
+        if resources.auth_failures is None and resources.redis is not None:
+            resources.auth_failures = FailureLimiter(
+                resources.redis, per_window=self.settings.api.auth_failures_per_minute
             )
         app.state.resources = resources
         refresher = None

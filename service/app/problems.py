@@ -120,6 +120,14 @@ def _http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response
     return problem(exc.status_code, title, exc.detail or title, request, response_headers=dict(exc.headers or {}))
 
 
+def _recursion(request: Request[Any, Any, Any], exc: RecursionError) -> Response[Any]:
+    # msgspec decodes a body nested past the interpreter's recursion limit (about 1,000 levels) by raising this: the
+    # client's error, answered without a traceback; any other RecursionError is ours
+    if "deserializing" in str(exc):
+        return problem(HTTP_400_BAD_REQUEST, "Bad request", "the JSON body is nested too deeply", request)
+    return _unexpected(request, exc)
+
+
 def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     logger.exception("unhandled error on %s", request.url.path, exc_info=exc)
     return problem(HTTP_500_INTERNAL_SERVER_ERROR, "Internal error", "an unexpected error occurred", request)
@@ -131,5 +139,6 @@ exception_handlers: dict[Any, Any] = {
     ValidationException: _validation_error,
     NotFoundException: _http_error,
     HTTPException: _http_error,
+    RecursionError: _recursion,
     Exception: _unexpected,
 }

@@ -15,7 +15,7 @@ from service.core.durable import DurableStore
 from service.core.durable.access import AccessStore
 from service.core.errors import NotReady, UnknownLanguage
 from service.core.novelty import NoveltyIndex
-from service.core.ratelimit import RateLimiter
+from service.core.ratelimit import FailureLimiter, RateLimiter
 from service.core.risk_catalog import ModelCatalog
 from service.core.settings import Settings
 from service.core.text import get_normaliser
@@ -39,6 +39,7 @@ class Resources:
     access: AccessStore | None = None  # API keys and callback secrets (on the durable store)
     keys: KeyCache | None = None
     rate_limiter: RateLimiter | None = None
+    auth_failures: FailureLimiter | None = None
     catalog: ModelCatalog | None = None
     started_at: float = field(default_factory=time.time)
     load_seconds: float = 0.0

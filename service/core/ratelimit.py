@@ -1,23 +1,31 @@
-"""Request rate limits per key and per tenant, in Redis (shared by every API replica), and the daily LLM spend
-budget per tenant.
+"""Request rate limits per key and per tenant, failed authentications per client address, in Redis (shared by every
+API replica), and the daily LLM spend budget per tenant.
 
 Requests: a fixed one-minute window on the Redis clock per key and per tenant (one Lua script, so the two counts
 and the decision are atomic); a request over either limit is refused with the seconds until its window ends. The
 answer's headers follow the IETF RateLimit header fields draft: ``RateLimit-Policy: "key";q=600;w=60,
 "tenant";q=1200;w=60`` and ``RateLimit: "key";r=<remaining>;t=<seconds to reset>`` for the tighter of the two.
 
-LLM spend: calls and tokens per tenant and UTC day. A judge call first takes one call from the day's budget
-(refused when none is left, and then the check reads ``skipped`` with the reason); its tokens are added after the
-answer, so a day can end a few calls' tokens over the token budget, never over the call budget.
+LLM spend: calls and tokens per tenant and UTC day. Before a judge call is sent it reserves its worst case (an upper
+bound of its prompt's tokens plus its ``max_tokens``) together with one call, in one Lua script: refused when either
+would pass the day's budget (the check then reads ``skipped`` with the reason). After the answer the reservation is
+settled to the tokens the provider reports (a call without an answer releases it). Reservations are shared by every
+worker through Redis, so concurrent calls cannot take the day over its token budget together; a worker lost between
+the two steps leaves its reservation counted (the day ends under budget, never over).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import math
+import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Decision", "RateLimiter", "SpendExhausted", "SpendMeter", "charged_to"]
+import msgspec
+
+__all__ = ["Decision", "FailureLimiter", "RateLimiter", "Reservation", "SpendExhausted", "SpendMeter", "charged_to"]
 
 # KEYS: key counter, tenant counter. ARGV: key limit, tenant limit (0 = none), window seconds.
 # Returns {allowed (1/0), key remaining, tenant remaining, seconds to the window's end, which limit refused}.
@@ -88,6 +96,70 @@ class RateLimiter:
         return Decision(bool(allowed), int(reset), limited_by, headers)
 
 
+# KEYS: the address's failure counter. ARGV: window seconds. Returns {failures in this window, seconds to its end}.
+_FAIL = """
+local t = redis.call('TIME')
+local now = tonumber(t[1])
+local window = tonumber(ARGV[1])
+local start = now - (now % window)
+local key = KEYS[1] .. ':' .. start
+local n = redis.call('INCR', key)
+redis.call('EXPIRE', key, window * 2)
+return {n, start + window - now}
+"""
+
+
+class FailureLimiter:
+    """Failed authentications per client address, in fixed windows on the Redis clock (shared by every replica).
+
+    ``record`` counts one failure and says whether the address is now over ``per_window``; an address over it is
+    also remembered in this process until its window ends (``blocked``), so its further requests cost neither a
+    database read nor a Redis round trip. At most ``max_blocked`` addresses are remembered (the oldest go first)."""
+
+    def __init__(
+        self,
+        redis: Any,
+        *,
+        per_window: int,
+        window_seconds: int = 60,
+        max_blocked: int = 10_000,
+        prefix: str = "trisk:rl:authfail:",
+    ) -> None:
+        self.redis = redis
+        self.prefix = prefix
+        self.per_window = per_window
+        self.window = window_seconds
+        self.max_blocked = max_blocked
+        self._fail = redis.register_script(_FAIL)
+        self._blocked: OrderedDict[str, float] = OrderedDict()  # address -> monotonic time its block ends
+
+    @property
+    def enabled(self) -> bool:
+        return self.per_window > 0
+
+    def blocked(self, address: str) -> int:
+        """Seconds the address stays refused (0 = not refused)."""
+        until = self._blocked.get(address)
+        if until is None:
+            return 0
+        left = until - time.monotonic()
+        if left <= 0:
+            del self._blocked[address]
+            return 0
+        return max(1, math.ceil(left))
+
+    async def record(self, address: str) -> int:
+        """Count a failure of ``address``; the seconds it is refused from now on (0 = still within its limit)."""
+        n, reset = await self._fail(keys=[self.prefix + address], args=[self.window])
+        if int(n) <= self.per_window:
+            return 0
+        self._blocked[address] = time.monotonic() + int(reset)
+        self._blocked.move_to_end(address)
+        while len(self._blocked) > self.max_blocked:
+            self._blocked.popitem(last=False)
+        return max(1, int(reset))
+
+
 class SpendExhausted(Exception):
     """The tenant's LLM budget for the day is used up; LLM checks read skipped with this reason."""
 
@@ -96,17 +168,28 @@ class SpendExhausted(Exception):
         self.reason = reason
 
 
-# KEYS: calls counter, tokens counter. ARGV: call limit (0 = none), token limit (0 = none), ttl seconds.
-_TAKE_CALL = """
+# KEYS: calls counter, tokens counter (settled tokens plus open reservations). ARGV: call limit (0 = none), token
+# limit (0 = none), ttl seconds, tokens to reserve. Returns {taken (1/0), calls, tokens}.
+_RESERVE = """
 local calls = tonumber(redis.call('GET', KEYS[1]) or '0')
 local tokens = tonumber(redis.call('GET', KEYS[2]) or '0')
-local climit, tlimit = tonumber(ARGV[1]), tonumber(ARGV[2])
+local climit, tlimit, want = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[4])
 if climit > 0 and calls >= climit then return {0, calls, tokens} end
-if tlimit > 0 and tokens >= tlimit then return {0, calls, tokens} end
+if tlimit > 0 and tokens + want > tlimit then return {0, calls, tokens} end
 calls = redis.call('INCR', KEYS[1])
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
+tokens = redis.call('INCRBY', KEYS[2], want)
+redis.call('EXPIRE', KEYS[2], tonumber(ARGV[3]))
 return {1, calls, tokens}
 """
+_TTL = 2 * 86400
+
+
+class Reservation(msgspec.Struct, frozen=True):
+    """Tokens held for one call on one day's counter (settled on that counter, even after midnight)."""
+
+    tokens_key: str
+    tokens: int
 
 
 class SpendMeter:
@@ -117,38 +200,43 @@ class SpendMeter:
         self.tenant = tenant
         self.calls_per_day = calls_per_day
         self.tokens_per_day = tokens_per_day
-        self._take = redis.register_script(_TAKE_CALL)
+        self._reserve = redis.register_script(_RESERVE)
 
     def _keys(self) -> tuple[str, str]:
         day = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
         base = f"trisk:t:{self.tenant}:spend:{day}"
         return f"{base}:calls", f"{base}:tokens"
 
-    async def take_call(self) -> None:
-        """Count one upstream call against today's budget, or raise SpendExhausted."""
+    async def reserve(self, tokens: int) -> Reservation:
+        """Count one call and hold ``tokens`` (the call's worst case) against today's budget, or raise
+        SpendExhausted when either would pass it."""
+        calls, tokens_key = self._keys()
         if self.calls_per_day <= 0 and self.tokens_per_day <= 0:
-            return
-        calls, tokens = self._keys()
-        ok, used_calls, used_tokens = await self._take(
-            keys=[calls, tokens], args=[self.calls_per_day, self.tokens_per_day, 2 * 86400]
+            return Reservation(tokens_key, 0)  # nothing to refuse: the tokens are counted when settled
+        want = max(0, int(tokens))
+        ok, used_calls, used_tokens = await self._reserve(
+            keys=[calls, tokens_key], args=[self.calls_per_day, self.tokens_per_day, _TTL, want]
         )
         if not ok:
             raise SpendExhausted(
                 f"tenant {self.tenant!r} has used today's LLM budget ({int(used_calls)} of {self.calls_per_day or '∞'} "
-                f"calls, {int(used_tokens)} of {self.tokens_per_day or '∞'} tokens; TRISK_LLM_CALLS_PER_DAY, "
-                "TRISK_LLM_TOKENS_PER_DAY)"
+                f"calls, {int(used_tokens)} of {self.tokens_per_day or '∞'} tokens, this call could take {want}; "
+                "TRISK_LLM_CALLS_PER_DAY, TRISK_LLM_TOKENS_PER_DAY)"
             )
+        return Reservation(tokens_key, want)
 
-    async def add_tokens(self, n: int) -> None:
-        if n <= 0:
+    async def settle(self, reservation: Reservation, spent: int) -> None:
+        """Replace a reservation by the tokens the call really spent (0 for a call without an answer)."""
+        delta = max(0, int(spent)) - reservation.tokens
+        if delta == 0:
             return
-        _, tokens = self._keys()
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.incrby(tokens, n)
-            pipe.expire(tokens, 2 * 86400)
+            pipe.incrby(reservation.tokens_key, delta)
+            pipe.expire(reservation.tokens_key, _TTL)
             await pipe.execute()
 
     async def used(self) -> tuple[int, int]:
+        """Today's calls and tokens (open reservations included)."""
         calls, tokens = self._keys()
         a, b = await self.redis.mget(calls, tokens)
         return int(a or 0), int(b or 0)

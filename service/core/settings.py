@@ -209,6 +209,9 @@ class LimitSettings(SettingsGroup):
     max_candidates: int = setting("TRISK_MAX_CANDIDATES", 32, "candidates per passage")
     max_body_bytes: int = setting("TRISK_MAX_BODY_BYTES", 8_000_000, "largest request body")
     max_batch_items: int = setting("TRISK_MAX_BATCH_ITEMS", 5_000, "passages per batch")
+    max_header_bytes: int = setting(
+        "TRISK_MAX_HEADER_BYTES", 65_536, "largest request line and headers (`trisk serve` answers 431 past it)"
+    )
 
 
 @dataclass(frozen=True)
@@ -231,6 +234,10 @@ class EmbeddingSettings(SettingsGroup):
     remote_api_key: str = setting("TRISK_EMBEDDING_API_KEY", "", "API key of that endpoint")
     batch_size: int = setting("TRISK_EMBEDDING_BATCH_SIZE", 32, "texts per encoder call")
     threads: int = setting("TRISK_EMBEDDING_THREADS", 0, "encoder threads (0 = the library's default)")
+    # a batch of 32 vectors of 3,072 dimensions is about 2 MB of JSON
+    remote_max_response_bytes: int = setting(
+        "TRISK_EMBEDDING_MAX_RESPONSE_BYTES", 8 << 20, "largest answer read from the embeddings endpoint"
+    )
 
 
 @dataclass(frozen=True)
@@ -261,6 +268,14 @@ class LLMSettings(SettingsGroup):
         "TRISK_LLM_TEXT_MAX_TOKENS",
         1024,
         "max_tokens of a free-text judge call (Poller, MATA, adjudication; backtranslation: 64 + source chars, capped)",
+    )
+    # every call is bounded, whoever sized it (a request's max_tokens, a panel judge's override): the spend budget
+    # reserves a call's worst case, so this also bounds what one call can hold back of a tenant's day
+    max_tokens: int = setting(
+        "TRISK_LLM_MAX_TOKENS", 4096, "cap on max_tokens of any LLM call (a request asking for more gets 422)"
+    )
+    max_response_bytes: int = setting(
+        "TRISK_LLM_MAX_RESPONSE_BYTES", 1 << 20, "largest LLM answer read; a longer one is a bad response"
     )
     # a tenant's LLM spend per UTC day; over it LLM checks read skipped with the reason, the cheap tier still answers
     calls_per_day: int = setting(
@@ -340,6 +355,12 @@ class DurableSettings(SettingsGroup):
         "",
         "the durable store on PostgreSQL (`postgresql://user:password@host:5432/db`); unset = the file above",
     )
+    # callback secrets must be recoverable to sign, so they are sealed (AES-GCM), not hashed (service/core/sealing.py)
+    secret_keys: str = setting(
+        "TRISK_SECRET_KEYS",
+        "",
+        "keys sealing callback secrets at rest (`id:base64`, 32 bytes), comma-separated; the first seals; unset: plain",
+    )
 
 
 @dataclass(frozen=True)
@@ -369,6 +390,12 @@ class ApiSettings(SettingsGroup):
     metrics_port: int = setting(
         "TRISK_METRICS_PORT", 0, "serve Prometheus metrics on this port (0 = on the API port, admin scope)"
     )
+    # the process metrics count every tenant's traffic: they are the deployment's, not any one tenant's
+    operator_tenants: str = setting(
+        "TRISK_OPERATOR_TENANTS",
+        "local",
+        "comma-separated tenants whose admin keys may read the process metrics at /metrics (`make up`'s is `local`)",
+    )
     worker_metrics_port: int = setting(
         "TRISK_WORKER_METRICS_PORT", 0, "a worker serves its Prometheus metrics on this port (0 = off)"
     )
@@ -376,6 +403,15 @@ class ApiSettings(SettingsGroup):
     rate_per_key: int = setting("TRISK_RATE_PER_KEY", 600, "requests per minute one API key may make (0 = no limit)")
     rate_per_tenant: int = setting(
         "TRISK_RATE_PER_TENANT", 1200, "requests per minute all keys of a tenant may make (0 = no limit)"
+    )
+    # unauthenticated traffic must cost a bounded amount of memory and few database reads (service/app/auth.py)
+    auth_failures_per_minute: int = setting(
+        "TRISK_AUTH_FAILURES_PER_MINUTE",
+        30,
+        "failed authentications one client address may make per minute before it gets 429 (0 = no limit)",
+    )
+    key_cache_size: int = setting(
+        "TRISK_KEY_CACHE_SIZE", 10_000, "API key records (and unknown key ids) each API process keeps in memory"
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -35,6 +36,8 @@ __all__ = [
     "REQUEST_ID",
     "TENANT",
     "JsonFormatter",
+    "TextFormatter",
+    "clean_message",
     "configure_logging",
     "log_context",
     "start_metrics_server",
@@ -104,6 +107,39 @@ def log_context(**values: str | None) -> Iterator[None]:
             var.reset(token)
 
 
+# C0 and C1 controls, DEL, and the characters that break or reorder a line on a terminal (line and paragraph
+# separators, bidi embeddings, overrides and isolates): a message never forges a line or hides part of one
+_CONTROLS = {
+    cp: f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}"
+    for cp in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+}
+_CONTROLS.update({0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"})
+# the query of a URL in a message (a callback URL's token, a signed link) is replaced: it may carry a secret
+_URL_QUERY = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s?#\"'<>]*)\?[^\s#\"'<>]*")
+
+
+_CONTROLS_BUT_LINES = {cp: v for cp, v in _CONTROLS.items() if cp not in (0x0A, 0x09)}
+
+
+def clean_message(text: str, *, lines: bool = False) -> str:
+    """A log message as it may be written: URL queries dropped, control characters escaped (one record, one line).
+    ``lines``: newlines and tabs kept (a traceback inside a JSON string, where the encoder escapes them)."""
+    return _URL_QUERY.sub(r"\1?[query removed]", text).translate(_CONTROLS_BUT_LINES if lines else _CONTROLS)
+
+
+class TextFormatter(logging.Formatter):
+    """``time level logger message`` on one line, for a terminal: the message and any exception escaped."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = f"{self.formatTime(record)} {record.levelname} {record.name} {clean_message(record.getMessage())}"
+        if record.exc_info:
+            line += " | " + clean_message(self.formatException(record.exc_info))
+        return line
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, the context ids, and the exception if any."""
 
@@ -112,14 +148,14 @@ class JsonFormatter(logging.Formatter):
             "ts": round(record.created, 3),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": clean_message(record.getMessage()),
         }
         for key, var in _CONTEXT.items():
             value = var.get()
             if value is not None:
                 out[key] = value
         if record.exc_info:
-            out["exc"] = self.formatException(record.exc_info)
+            out["exc"] = clean_message(self.formatException(record.exc_info), lines=True)
         return json.dumps(out, ensure_ascii=False)
 
 
@@ -129,7 +165,7 @@ def configure_logging(fmt: str = "json", level: int = logging.INFO) -> None:
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        handler.setFormatter(TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -13,9 +13,10 @@ import pytest
 from litestar.testing import TestClient
 
 from service.app import create_app
+from service.app.auth import KeyCache
 from service.app.resources import Resources
 from service.cli import main as cli
-from service.core.auth import new_key
+from service.core.auth import new_key, parse_token
 from service.core.durable import open_store
 from service.core.durable.access import AccessStore
 from service.core.novelty import NoveltyIndex
@@ -314,7 +315,6 @@ def test_two_tenants_never_see_or_change_each_others_data(
     )
     expect_own("POST", "/v1/novelty", "/v1/novelty", lambda r: "index" in r.json(), json={"text": SOURCE})
     expect_own("GET", "/v1/novelty/{passage_id:str}", "/v1/novelty/sn22.76:7", lambda r: "index" in r.json())
-    expect_own("GET", "/metrics", "/metrics", lambda r: "trisk_http_requests_total" in r.text)
 
     for check in checks.values():
         check()
@@ -333,7 +333,8 @@ def test_two_tenants_never_see_or_change_each_others_data(
         for method in handler.http_methods
         if method != "OPTIONS" and not route.path.startswith(("/health", "/schema"))
     }
-    assert routes - set(checks) == set(), "routes the two-tenant walk does not cover"
+    # /metrics is no tenant's: test_process_metrics_are_the_operators_not_any_tenants
+    assert routes - set(checks) - {("GET", "/metrics")} == set(), "routes the two-tenant walk does not cover"
 
 
 PERSONA = {"author": "Bei Dao", "basic_information": "Born in Beijing in 1949."}
@@ -374,6 +375,101 @@ def test_rate_limit_per_key_and_tenant(sn12_index: NoveltyIndex, settings: Setti
         assert [tc.get("/v1/novelty/sn22.76:7", headers=bearer(two)).status_code for _ in range(3)] == [200, 200, 429]
         assert tc.get("/v1/novelty/sn22.76:7", headers=bearer(two)).json()["limit"] == "tenant"
         assert tc.get("/health/live").status_code == 200  # health is never limited
+
+
+def test_failed_authentications_per_address_are_limited(app_client: TestClient[Any], settings: Settings) -> None:
+    """The finding: 1,200 of 1,200 bad keys got 401, none 429, each a database read. Past the limit an address gets
+    429 with Retry-After for every request until the minute ends, its valid keys too (guessing costs the guesser)."""
+    from service.core.ratelimit import FailureLimiter
+
+    resources = app_client.app.state.resources
+    resources.auth_failures = FailureLimiter(
+        resources.redis, per_window=5, prefix=f"trisk:test:{uuid.uuid4().hex}:authfail:"
+    )
+    valid = issue_test_key(settings, scopes=("read",))
+    reads = []
+    resources.keys.store = _Counting(resources.keys.store, reads)
+    statuses = [
+        app_client.get("/v1/novelty/sn22.76:7", headers=bearer(new_key("x", "guess", ["read"])[0])).status_code
+        for _ in range(8)
+    ]
+    assert statuses == [401] * 5 + [429] * 3
+    assert len(reads) == 6  # the sixth failure still read (and was refused); after it nothing reaches the store
+    refused = app_client.get("/v1/novelty/sn22.76:7", headers=bearer(valid))
+    assert refused.status_code == 429 and refused.headers["content-type"].startswith("application/problem+json")
+    assert 1 <= int(refused.headers["retry-after"]) <= 60 and refused.json()["limit"] == "auth_failures"
+    assert app_client.get("/health/live").status_code == 200  # no key, no limit
+
+
+class _Counting:
+    """A key store that records every lookup it is asked for."""
+
+    def __init__(self, inner: Any, reads: list[str]) -> None:
+        self.inner, self.reads = inner, reads
+
+    def find_key(self, key_id: str) -> Any:
+        self.reads.append(key_id)
+        return self.inner.find_key(key_id)
+
+    def touch_key(self, key_id: str, at: float) -> None:
+        self.inner.touch_key(key_id, at)
+
+
+class _OneKey:
+    """A key store holding one key."""
+
+    def __init__(self, key: Any) -> None:
+        self.key = key
+
+    def find_key(self, key_id: str) -> Any:
+        return self.key if key_id == self.key.key_id else None
+
+    def touch_key(self, key_id: str, at: float) -> None:
+        pass
+
+
+def test_random_key_ids_leave_the_key_cache_flat(settings: Settings) -> None:
+    """The finding: every random well-formed key id added a cache entry that was never evicted (about 180 B each).
+    Now unknown ids are remembered in a bounded LRU apart from the known keys: 10,000 random ids leave it flat."""
+    import tracemalloc
+
+    valid = issue_test_key(settings, scopes=("read",))
+    known = parse_token(valid)
+    assert known is not None
+    real = AccessStore(open_store(settings.durable)).find_key(known[0])
+    assert real is not None
+    # the cache's memory is what is measured: a store that answers at once (the real one reads a table each time)
+    store = _Counting(_OneKey(real), [])
+    cache = KeyCache(store, max_items=1000)
+    assert cache.find(known[0]) is not None
+    ids = [uuid.uuid4().hex[:12] for _ in range(10_000)]
+    for key_id in ids[:2000]:  # fills the unknown ids to their bound
+        assert cache.find(key_id) is None
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    for key_id in ids[2000:]:
+        cache.find(key_id)
+    grown = sum(stat.size_diff for stat in tracemalloc.take_snapshot().compare_to(before, "filename"))
+    tracemalloc.stop()
+    # 8,000 more ids: the tables stay at their bound (the dicts' slack comes and goes, about 0.1 MiB); unbounded, as
+    # before, they were 1.4 MiB more
+    assert len(cache) == 1001 and grown < 256 * 1024, (len(cache), grown)
+    assert cache.find(known[0]) is not None  # the real key was never pushed out
+    reads = store.reads
+    reads.clear()
+    assert cache.find(ids[-1]) is None and reads == []  # a repeated unknown id costs no database read
+    assert len([cache.find(key_id) for key_id in ids[:10]]) == 10 and len(reads) == 10  # evicted ones are read again
+
+
+def test_process_metrics_are_the_operators_not_any_tenants(app_client: TestClient[Any], settings: Settings) -> None:
+    """The finding: /metrics showed process-wide figures (every tenant's traffic) to an admin of any tenant."""
+    operator = issue_test_key(settings, scopes=("admin",))  # the test tenant is the operator (TRISK_OPERATOR_TENANTS)
+    other = issue_test_key(settings, tenant=f"test-other-{uuid.uuid4().hex[:8]}", scopes=("admin",))
+    ok = app_client.get("/metrics", headers=bearer(operator))
+    assert ok.status_code == 200 and "trisk_http_requests_total" in ok.text
+    refused = app_client.get("/metrics", headers=bearer(other))
+    assert refused.status_code == 403 and "TRISK_OPERATOR_TENANTS" in refused.json()["detail"]
+    assert "trisk_http_requests_total" not in refused.text
 
 
 def test_keys_cli_create_list_revoke(settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:

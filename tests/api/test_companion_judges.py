@@ -328,6 +328,8 @@ MCQ = {"id": "q", "question": "2 + 2?", "options": [{"text": "3"}, {"text": "4",
         ("/v1/mata/mcq-variants", {"item": {**MCQ, "options": [{"text": "a"}, {"text": "b"}]}}, "correct"),
         ("/v1/mata/mcq-runs", {"model": "m", "items": [{**MCQ, "options": [{"text": "a", "correct": True},
                                                                          {"text": "b", "correct": True}]}]}, "correct"),
+        # a run may not size its calls past TRISK_LLM_MAX_TOKENS (10**9 reached the provider)
+        ("/v1/mata/mcq-runs", {"model": "m", "items": [MCQ], "max_tokens": 10**9}, "TRISK_LLM_MAX_TOKENS"),
         ("/v1/mata/grades", {"question": "q", "answer": "a", "response": "r", "language": "fr"}, "language"),
         ("/v1/mata/agreement", {"judge": {"rater": "j", "labels": [{"item_id": "1", "label": "correct"}]},
                                 "humans": []}, "two raters"),

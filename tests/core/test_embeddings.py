@@ -284,6 +284,22 @@ class _Handler(BaseHTTPRequestHandler):
         elif route == "slow":
             time.sleep(1.0)
             self._send(200, ok)
+        elif route == "huge":  # a 200 that says 64 MiB and sends them
+            self.send_response(200)
+            self.send_header("Content-Length", str(64 << 20))
+            self.end_headers()
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                for _ in range(1024):
+                    self.wfile.write(b" " * 65536)
+        elif route == "drip":  # the answer a byte at a time: no read waits long, the whole takes ages
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(ok)))
+            self.end_headers()
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                for i in range(len(ok)):
+                    self.wfile.write(ok[i : i + 1])
+                    self.wfile.flush()
+                    time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
@@ -371,6 +387,24 @@ def test_remote_timeout(server: str, counts: dict[str, int]) -> None:
     assert counts == {"slow": 2}
 
 
+@pytest.mark.parametrize("path", ["sync", "async"])
+async def test_remote_answers_are_bounded_in_bytes_and_time(server: str, counts: dict[str, int], path: str) -> None:
+    """An endpoint that streams without end is cut at the cap; one that drips ends at one deadline for the request
+    (httpx's read timeout alone never trips on a byte every 50 ms)."""
+    huge = _remote(server, "huge", max_retries=0, max_response_bytes=1 << 20)
+    drip = _remote(server, "drip", max_retries=0, read_timeout=0.5)
+    cases = ((huge, UpstreamBadResponse, "over 1048576 bytes"), (drip, UpstreamTimeout, "timed out"))
+    for embedder, error, match in cases:
+        started = time.monotonic()
+        with pytest.raises(error, match=match):
+            if path == "sync":
+                embedder.embed(["a", "b"])
+            else:
+                await embedder.aembed(["a", "b"])
+        assert time.monotonic() - started < 2.0
+        await embedder.aclose()
+
+
 def test_remote_connection_refused() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -451,6 +485,20 @@ def test_cache_memory_layer_embeds_each_text_once() -> None:
     assert cache.stats.hits_memory == 2 and cache.stats.misses == 4
     assert cache.embed([]).shape == (0, 8) and inner.embedded == 4
     assert cache.signature == inner.signature and cache.dim == 8
+
+
+def test_cache_keeps_each_tenants_vectors_apart() -> None:
+    """A text another tenant sent is embedded again: a tenant cannot learn from the cache's speed what others sent."""
+    from service.core.embeddings import for_tenant
+
+    inner = Counting()
+    cache = CachedEmbedder(inner)
+    a, b = cache.for_tenant("team-a"), cache.for_tenant("team-b")
+    np.testing.assert_array_equal(a.embed(["same text"]), b.embed(["same text"]))  # the same vector, computed twice
+    a.embed(["same text"])
+    assert inner.calls == [["same text"], ["same text"]]
+    assert cache.stats.hits_memory == 1  # one LRU, one set of counters: the views share them
+    assert for_tenant(inner, "team-a") is inner  # an uncached embedder is left as it is
 
 
 def test_cache_lru_evicts_the_oldest() -> None:

@@ -58,6 +58,9 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     raw_body: bytes | None = None  # sent as-is instead of a completion (for malformed bodies)
+    uses_max_tokens: bool = False  # usage says the answer took every token the request allowed (a costly provider)
+    stream_bytes: int = 0  # a 200 whose body is this many bytes of one endless string, sent in 64 KiB chunks
+    drip_seconds: float = 0.0  # the completion sent one byte every this many seconds
 
 
 @dataclass(frozen=True)
@@ -260,7 +263,13 @@ class FakeOpenAIServer:
         if reply.status != 200:
             await _send(send, reply.status, {"error": {"message": f"scripted HTTP {reply.status}"}}, reply.headers)
             return
+        if reply.stream_bytes:
+            await _stream(send, reply.stream_bytes)
+            return
         prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
+        completion_tokens = max(1, len(reply.content or "") // 4)
+        if reply.uses_max_tokens and request.get("max_tokens"):
+            completion_tokens = int(request["max_tokens"])
         completion = {
             "id": f"chatcmpl-fake-{len(self.requests)}",
             "object": "chat.completion",
@@ -275,12 +284,35 @@ class FakeOpenAIServer:
             ],
             "usage": {
                 "prompt_tokens": prompt_chars // 4,
-                "completion_tokens": max(1, len(reply.content or "") // 4),
-                "total_tokens": prompt_chars // 4 + max(1, len(reply.content or "") // 4),
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_chars // 4 + completion_tokens,
             },
             "system_fingerprint": "fake",
         }
+        if reply.drip_seconds:
+            await _drip(send, json.dumps(completion).encode(), reply.drip_seconds)
+            return
         await _send(send, 200, completion, reply.headers)
+
+
+async def _stream(send: Any, size: int) -> None:
+    """A 200 whose body never closes its JSON string: ``size`` bytes in 64 KiB chunks (a client must stop early)."""
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+    chunk, sent = b'{"choices": [{"message": {"content": "' + b"x" * (65536 - 40), 0
+    while sent < size:
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        sent += len(chunk)
+        chunk = b"x" * 65536
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def _drip(send: Any, body: bytes, seconds: float) -> None:
+    """The answer one byte at a time, ``seconds`` apart: no single read ever waits long, the whole takes ages."""
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    for i in range(len(body)):
+        await send({"type": "http.response.body", "body": body[i : i + 1], "more_body": i + 1 < len(body)})
+        await asyncio.sleep(seconds)
 
 
 async def _send(send: Any, status: int, payload: object, headers: dict[str, str] | None = None) -> None:

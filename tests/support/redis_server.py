@@ -22,7 +22,8 @@ def private_redis_server(folder: Path) -> Iterator[str]:
     assert shutil.which("redis-server"), "redis-server is needed (apt-get install redis-server)"
     port = free_port()
     cmd = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    proc = subprocess.Popen([*cmd, "--dir", str(folder)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out = subprocess.DEVNULL
+    proc = subprocess.Popen([*cmd, "--dir", str(folder)], stdout=out, stderr=out, umask=0o077)  # files: owner only
     url = f"redis://127.0.0.1:{port}/0"
     client = redis.Redis.from_url(url)
     deadline = time.monotonic() + 10

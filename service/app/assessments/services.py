@@ -10,7 +10,7 @@ from service.app.deps import JobQueue
 from service.app.novelty.services import check_text
 from service.app.resources import Resources
 from service.core import lanes
-from service.core.callbacks import CallbackRefused, check_url
+from service.core.callbacks import CallbackRefused, check_url, check_url_resolves
 from service.core.errors import InputError, NotReady, TriskError, Unavailable
 from service.core.novelty_report import NoveltyPending, SourceNovelty, source_novelty
 from service.core.records import ALL_CHECKS, DEFAULT_CHECKS, LLM_CHECKS, AssessmentMeta, AssessmentRequest, BatchMeta
@@ -71,6 +71,14 @@ def validate_request(settings: Settings, req: AssessmentRequest, where: str = ""
     return checks
 
 
+async def _callbacks_resolve(settings: Settings, reqs: list[AssessmentRequest], where: str = "") -> None:
+    """The callback hosts resolve, to addresses the policy allows (after every other check: a bad request costs no
+    lookup)."""
+    urls = [(f"{where.format(i)}callback_url", r.callback_url) for i, r in enumerate(reqs) if r.callback_url]
+    if urls:
+        await check_url_resolves(urls, settings.jobs.callback_policy)
+
+
 def _meta(
     settings: Settings,
     tenant: str,
@@ -116,6 +124,7 @@ async def accept_assessment(
     this replays an earlier identical request (whose job is queued again: a no-op unless it was lost)."""
     settings = resources.settings
     checks = validate_request(settings, req)
+    await _callbacks_resolve(settings, [req])
     novelty, signature = await asyncio.to_thread(source_novelty, resources.indexes, req.source.text, req.source.lang)
     meta = _meta(settings, tenant, req, checks, novelty, signature, idempotency_key=idempotency_key)
     try:
@@ -166,6 +175,7 @@ async def accept_batch(
             f"the batch has {len(items)} items; the limit is {limits.max_batch_items} (TRISK_MAX_BATCH_ITEMS)"
         )
     checks = [validate_request(settings, req, where=f"items[{i}].") for i, req in enumerate(items)]
+    await _callbacks_resolve(settings, items, where="items[{}].")
     batch_id = uuid.uuid4().hex
     pending = NoveltyPending()
     metas = [

@@ -147,7 +147,7 @@ class MataController(Controller):
     async def mcq_run(
         self, data: McqRunRequest, settings: Settings, judge_jobs: JudgeJobStore, jobs: JobQueue, tenant: str
     ) -> Response[McqRunOut]:
-        validate_mcq_run(data)
+        validate_mcq_run(data, max_tokens_cap=settings.llm.max_tokens)
         job = await submit_judge_job(settings, judge_jobs, jobs, tenant, "mcq", data)
         return Response(_run(job), status_code=202, headers={"Location": f"/v1/mata/mcq-runs/{job.id}"})
 

@@ -1,15 +1,21 @@
-"""``/metrics``: the API process's Prometheus metrics, with the job queue's depth read at scrape time."""
+"""``/metrics``: the API process's Prometheus metrics, with the job queue's depth read at scrape time.
+
+They count every tenant's traffic (requests per route, judge calls, tokens, the queue), so they are the deployment's:
+an admin key of an operator tenant (``TRISK_OPERATOR_TENANTS``) reads them here, any other tenant's admin gets 403
+(or they are served on ``TRISK_METRICS_PORT`` without a key, a port kept inside the cluster)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
-from litestar import Controller, Response, get
+from litestar import Controller, Request, Response, get
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from service.app.auth import access
+from service.app.auth import access, principal_of
 from service.app.resources import Resources
+from service.core.errors import Forbidden
 from service.core.telemetry import QUEUE_DEPTH
 
 __all__ = ["MetricsController", "refresh_queue_depth"]
@@ -38,9 +44,17 @@ class MetricsController(Controller):
     @get(
         operation_id="getMetrics",
         **access("admin"),
-        summary="Prometheus metrics of this API process (request latency per route, queue depth, rate limits)",
+        summary="Prometheus metrics of this API process (request latency per route, queue depth, rate limits); "
+        "an operator tenant's admin only",
         media_type=CONTENT_TYPE_LATEST,
     )
-    async def metrics(self, resources: Resources) -> Response[bytes]:
+    async def metrics(self, resources: Resources, request: Request[Any, Any, Any]) -> Response[bytes]:
+        operators = [t.strip() for t in resources.settings.api.operator_tenants.split(",") if t.strip()]
+        if principal_of(request).tenant not in operators:
+            raise Forbidden(
+                "the process metrics count every tenant's traffic: only an operator tenant's admin reads them "
+                "(TRISK_OPERATOR_TENANTS)",
+                extra={"required_scope": "admin"},
+            )
         await refresh_queue_depth(resources)
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

@@ -1,7 +1,8 @@
 """API keys and callback secrets in the durable store (the same engine and transactions as ``DurableStore``).
 
 A key row is written once; revoking it adds a revocation row; its last-used time is the one mutable value, kept in a
-table of its own. The callback secret of a tenant is its latest ``callback_secrets`` row, created on first use.
+table of its own. The callback secret of a tenant is its latest ``callback_secrets`` row, created on first use, sealed
+at rest (``service.core.sealing``: AES-GCM under TRISK_SECRET_KEYS; older plaintext rows still read).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from service.core.auth import ApiKey, Scope, authenticate, new_key
 from service.core.durable.schema import api_key_last_used, api_key_revocations, api_keys, callback_secrets
 from service.core.durable.store import DuplicateRecord, DurableStore
 from service.core.errors import NotFound, Unauthorized
+from service.core.sealing import Sealer
 
 __all__ = ["AccessStore", "ensure_key_file", "issue_key"]
 
@@ -42,8 +44,13 @@ def _key_of(row: Any) -> ApiKey:
 class AccessStore:
     """Keys and callback secrets; blocking I/O like ``DurableStore`` (call from a thread on an event loop)."""
 
-    def __init__(self, store: DurableStore) -> None:
+    def __init__(self, store: DurableStore, sealer: Sealer | None = None) -> None:
         self.store = store
+        if sealer is None:
+            from service.core.settings import get_settings
+
+            sealer = Sealer.from_setting(get_settings().durable.secret_keys)
+        self.sealer = sealer
 
     def _keys_query(self) -> sa.Select[Any]:
         k, r, u = api_keys.c, api_key_revocations.c, api_key_last_used.c
@@ -126,14 +133,33 @@ class AccessStore:
             secret = con.execute(query).scalar_one_or_none()
         if secret is None:
             return self.rotate_callback_secret(tenant)
-        return str(secret).encode()
+        return self.sealer.open(str(secret), tenant).encode()
 
     def rotate_callback_secret(self, tenant: str) -> bytes:
         """A new signing secret for the tenant's callbacks (the old one stops being used at once)."""
         secret = secrets.token_urlsafe(32)
-        with self.store._insert() as con:
-            con.execute(callback_secrets.insert().values(tenant=tenant, secret=secret, created_at=time.time()))
+        self._append_secret(tenant, secret)
         return secret.encode()
+
+    def _append_secret(self, tenant: str, secret: str) -> None:
+        sealed = self.sealer.seal(secret, tenant)
+        with self.store._insert() as con:
+            con.execute(callback_secrets.insert().values(tenant=tenant, secret=sealed, created_at=time.time()))
+
+    def reseal_callback_secrets(self) -> list[str]:
+        """Every tenant whose current secret is plain or sealed under another key than the first gets it appended
+        again under the first (the secret does not change); returns those tenants."""
+        c = callback_secrets.c
+        latest = sa.select(c.tenant, sa.func.max(c.id).label("id")).group_by(c.tenant).subquery()
+        query = sa.select(c.tenant, c.secret).join(latest, c.id == latest.c.id).order_by(c.tenant)
+        with self.store._read() as con:
+            rows = con.execute(query).all()
+        done = []
+        for tenant, stored in rows:
+            if self.sealer.needs_reseal(str(stored)):
+                self._append_secret(tenant, self.sealer.open(str(stored), tenant))
+                done.append(tenant)
+        return done
 
 
 def issue_key(

@@ -4,6 +4,8 @@ is here and in ``append_only``: URLs, connection settings, write transactions, l
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,12 +52,24 @@ def describe(url: sa.URL) -> str:
     return f"postgresql at {where}" + (f" as {url.username}" if url.username else "")
 
 
+def private_file(path: Path) -> None:
+    """The database file readable by its owner only (it holds key digests and callback secrets): created 0600 when new
+    (SQLite gives its -wal and -shm files the database's mode), made 0600 when it, or they, are wider."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    for part in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        with contextlib.suppress(FileNotFoundError):
+            if part.stat().st_mode & 0o077:
+                part.chmod(0o600)
+
+
 def make_engine(url: sa.URL) -> Engine:
     """An engine with the store's connection rules: on SQLite WAL, synchronous=FULL and a busy timeout; on PostgreSQL
     connections checked before use (a restarted server or a failover does not fail the next request)."""
     if url.get_backend_name() == "sqlite":
         if url.database:
             Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+            private_file(Path(url.database))
         engine = sa.create_engine(url, connect_args={"timeout": _WAIT_SECONDS})
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)

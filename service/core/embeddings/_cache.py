@@ -1,13 +1,18 @@
-"""A content-hash cache around any embedder: an in-process LRU, then optionally Redis, then the backend."""
+"""A content-hash cache around any embedder: an in-process LRU, then optionally Redis, then the backend.
+
+Vectors are cached per tenant (``for_tenant``; the hash covers the tenant): a text another tenant submitted is
+embedded again, so how fast a tenant's assessment finishes cannot tell it that anyone else sent the same text.
+"""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import redis
@@ -16,7 +21,7 @@ import redis.asyncio
 from service.core.embeddings._base import Embedder, Kind, check_inputs
 from service.core.errors import NotReady
 
-__all__ = ["CacheStats", "CachedEmbedder", "content_hash"]
+__all__ = ["CacheStats", "CachedEmbedder", "content_hash", "for_tenant"]
 
 log = logging.getLogger(__name__)
 
@@ -24,9 +29,19 @@ log = logging.getLogger(__name__)
 _REDIS_ERRORS = (redis.RedisError, OSError)
 
 
-def content_hash(backend: str, model_id: str, kind: str, text: str) -> str:
-    """sha256 over backend, model, kind and text, unit-separated so no two tuples collide."""
-    return hashlib.sha256("\x1f".join((backend, model_id, kind, text)).encode("utf-8")).hexdigest()
+def content_hash(backend: str, model_id: str, kind: str, text: str, scope: str = "") -> str:
+    """sha256 over backend, model, kind, text and whose cache it is (``scope``, a tenant), unit-separated so no two
+    tuples collide."""
+    parts = (backend, model_id, kind, text) if not scope else (backend, model_id, kind, text, scope)
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
+
+
+E = TypeVar("E")
+
+
+def for_tenant(embedder: E, tenant: str) -> E:
+    """``embedder`` caching under ``tenant``'s keys when it is a CachedEmbedder (any other embedder as it is)."""
+    return embedder.for_tenant(tenant) if isinstance(embedder, CachedEmbedder) else embedder  # type: ignore[return-value]
 
 
 @dataclass
@@ -63,8 +78,15 @@ class CachedEmbedder:
         self.ttl_seconds = ttl_seconds
         self.prefix = prefix
         self.stats = CacheStats()
+        self.scope = ""  # the tenant whose vectors these are ("" = unscoped: benchmarks, the CLI)
         self._lru: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
+
+    def for_tenant(self, tenant: str) -> CachedEmbedder:
+        """A view that shares the backend, the LRU, the Redis clients and the counters, under ``tenant``'s keys."""
+        view = copy.copy(self)
+        view.scope = tenant
+        return view
 
     # the Embedder surface: the cache never changes a vector, so it reports the backend's identity
     @property
@@ -121,7 +143,7 @@ class CachedEmbedder:
     # -- shared bookkeeping ---------------------------------------------------------------------------------
 
     def _plan(self, texts: list[str], kind: Kind) -> tuple[list[str], dict[str, str], dict[str, np.ndarray]]:
-        shas = [content_hash(self.inner.name, self.inner.model_id, kind, text) for text in texts]
+        shas = [content_hash(self.inner.name, self.inner.model_id, kind, text, self.scope) for text in texts]
         text_of = dict(zip(shas, texts, strict=True))
         found = self._lru_get(kind, list(text_of))
         self.stats.hits_memory += len(found)

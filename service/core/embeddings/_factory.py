@@ -42,7 +42,11 @@ def make_embedder(settings: EmbeddingSettings) -> Embedder:
         )
     if settings.backend == "openai":
         return OpenAIEmbedder(
-            settings.remote_url, model=settings.model, api_key=settings.remote_api_key, batch_size=settings.batch_size
+            settings.remote_url,
+            model=settings.model,
+            api_key=settings.remote_api_key,
+            batch_size=settings.batch_size,
+            max_response_bytes=settings.remote_max_response_bytes,
         )
     raise NotReady(f"unknown embedding backend {settings.backend!r}; expected one of {BACKENDS}")
 

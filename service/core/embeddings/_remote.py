@@ -8,7 +8,10 @@ UpstreamError
  |                          (carries ``retry_after`` seconds when the server sent one)
  +-- UpstreamUnavailable    connection refused, DNS, protocol error, or 5xx after all retries
  +-- UpstreamBadResponse    a non-retryable 4xx, a body that is not the documented JSON, a wrong row count,
-                            ragged / non-finite / changing-dimension vectors
+                            ragged / non-finite / changing-dimension vectors, an answer over ``max_response_bytes``
+
+Each request has one total deadline (``read_timeout``: a server that drips its answer cannot stretch it) and reads
+at most ``max_response_bytes`` (``service.core.bounded_http``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 import httpx
 import numpy as np
 
+from service.core.bounded_http import BoundedResponse, ResponseTooLarge, apost, post
 from service.core.embeddings._base import Kind, check_inputs, l2_normalize
 from service.core.errors import (
     NotReady,
@@ -67,12 +71,14 @@ def _retry_after_seconds(value: str | None) -> float | None:
 
 
 def _error_for_exception(exc: httpx.HTTPError, url: str) -> UpstreamError:
+    if isinstance(exc, ResponseTooLarge):
+        return UpstreamBadResponse(f"embedding endpoint {url}: {exc}")
     if isinstance(exc, httpx.TimeoutException):
         return UpstreamTimeout(f"embedding endpoint {url} timed out ({type(exc).__name__})")
     return UpstreamUnavailable(f"embedding endpoint {url} unreachable: {type(exc).__name__}: {exc}")
 
 
-def _error_for_status(response: httpx.Response, url: str) -> UpstreamError:
+def _error_for_status(response: BoundedResponse, url: str) -> UpstreamError:
     status = response.status_code
     snippet = response.text[:200] if response.content else ""
     if status == 429:
@@ -91,7 +97,7 @@ def _decode_embedding(value: object) -> np.ndarray:
     raise ValueError("embedding is neither a list of numbers nor base64")
 
 
-def _parse(response: httpx.Response, expected_rows: int, url: str) -> np.ndarray:
+def _parse(response: BoundedResponse, expected_rows: int, url: str) -> np.ndarray:
     try:
         body = response.json()
         data = body["data"]
@@ -139,6 +145,7 @@ class OpenAIEmbedder:
         send_input_type: bool = False,
         query_prefix: str = "",
         passage_prefix: str = "",
+        max_response_bytes: int = 8 << 20,
     ) -> None:
         if not base_url:
             raise NotReady("no embedding endpoint configured (TRISK_EMBEDDING_URL)")
@@ -148,6 +155,8 @@ class OpenAIEmbedder:
         self.batch_size = max(1, batch_size)
         self._dim = dim
         self.timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        self.total_seconds = read_timeout  # for the whole exchange, not each read
+        self.max_response_bytes = max_response_bytes
         self.max_retries = max(0, max_retries)
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
@@ -198,6 +207,9 @@ class OpenAIEmbedder:
             payload["input_type"] = kind
         return payload
 
+    def _bounds(self) -> dict[str, Any]:
+        return {"limit": self.max_response_bytes, "total_seconds": self.total_seconds}
+
     def _batches(self, texts: list[str]) -> list[list[str]]:
         return [texts[i : i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
 
@@ -236,7 +248,7 @@ class OpenAIEmbedder:
         while True:
             cause: BaseException | None = None
             try:
-                response = self._client.post(self.url, json=payload)
+                response = post(self._client, self.url, json=payload, **self._bounds())
             except httpx.HTTPError as exc:
                 cause, error = exc, _error_for_exception(exc, self.url)
             else:
@@ -266,7 +278,7 @@ class OpenAIEmbedder:
         while True:
             cause: BaseException | None = None
             try:
-                response = await self._aclient.post(self.url, json=payload)
+                response = await apost(self._aclient, self.url, json=payload, **self._bounds())
             except httpx.HTTPError as exc:
                 cause, error = exc, _error_for_exception(exc, self.url)
             else:

@@ -1,4 +1,8 @@
-"""Redis cache of chat answers keyed by sha256(model, prompt version, prompt text, temperature)."""
+"""Redis cache of chat answers keyed by sha256(scope, model, prompt version, prompt text, temperature).
+
+The scope is the tenant the call is charged to: answers are never shared between tenants, so a hit (which the
+results show, and which costs nothing and answers at once) cannot tell a tenant that another submitted the same text.
+"""
 
 from __future__ import annotations
 
@@ -27,9 +31,12 @@ def prompt_text(messages: Sequence[ChatMessage]) -> str:
     return msgspec.json.encode([[m.role, m.content] for m in messages]).decode()
 
 
-def cache_key(*, model: str, prompt_version: str, messages: Sequence[ChatMessage], temperature: float) -> str:
-    """Hex sha256 of the four things that determine an answer; temperature is rounded to 6 decimals."""
-    material = msgspec.json.encode([model, prompt_version, prompt_text(messages), round(float(temperature), 6)])
+def cache_key(
+    *, model: str, prompt_version: str, messages: Sequence[ChatMessage], temperature: float, scope: str = ""
+) -> str:
+    """Hex sha256 of whose cache it is and the four things that determine an answer; temperature is rounded to 6
+    decimals."""
+    material = msgspec.json.encode([scope, model, prompt_version, prompt_text(messages), round(float(temperature), 6)])
     return hashlib.sha256(material).hexdigest()
 
 
@@ -41,9 +48,11 @@ class ResponseCache:
         self.prefix = prefix
         self.ttl_seconds = ttl_seconds
 
-    def key(self, *, model: str, prompt_version: str, messages: Sequence[ChatMessage], temperature: float) -> str:
+    def key(
+        self, *, model: str, prompt_version: str, messages: Sequence[ChatMessage], temperature: float, scope: str = ""
+    ) -> str:
         return self.prefix + cache_key(
-            model=model, prompt_version=prompt_version, messages=messages, temperature=temperature
+            model=model, prompt_version=prompt_version, messages=messages, temperature=temperature, scope=scope
         )
 
     async def get(self, key: str) -> ChatResult | None:

@@ -14,6 +14,9 @@ backoff and jitter; a ``Retry-After`` header (seconds or an HTTP date) on 429/50
 A call with a ``deadline`` (bounded judge work, ``_guard.py``) waits at most until then: each attempt's timeouts are
 cut to the time left, a timeout is not retried, and no backoff sleeps past the deadline.
 Not retried: other 4xx and undecodable bodies (the same request would fail the same way).
+Bounded: each attempt has one total deadline (the read timeout, or the time left when sooner: a provider that drips
+its answer cannot stretch it), at most ``max_response_bytes`` of an answer are read (more is UpstreamBadResponse), and
+``max_tokens`` is capped by ``max_tokens_cap`` (TRISK_LLM_MAX_TOKENS), whoever asked for more.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import httpx
 import msgspec
 
+from service.core.bounded_http import BoundedResponse, ResponseTooLarge, apost
 from service.core.errors import (
     UpstreamBadResponse,
     UpstreamError,
@@ -43,7 +47,7 @@ from service.core.telemetry import JUDGE_CALLS, JUDGE_TOKENS, LLM_CACHE_HITS
 
 if TYPE_CHECKING:
     from service.core.llm._cache import ResponseCache
-    from service.core.ratelimit import SpendMeter
+    from service.core.ratelimit import Reservation, SpendMeter
     from service.core.settings import LLMSettings
 
 __all__ = [
@@ -57,6 +61,7 @@ __all__ = [
     "TokenBucket",
     "Usage",
     "parse_retry_after",
+    "prompt_token_bound",
 ]
 
 logger = logging.getLogger("trisk.llm")
@@ -176,6 +181,19 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     return max(0.0, (when - now).total_seconds())
 
 
+# chat templates add a few tokens per message (role markers) and a few per prompt (the assistant's turn)
+_TEMPLATE_TOKENS_PER_MESSAGE = 8
+_TEMPLATE_TOKENS = 8
+
+
+def prompt_token_bound(messages: Sequence[ChatMessage]) -> int:
+    """An upper bound of a prompt's tokens: byte-level BPE and byte-fallback tokenizers never make more tokens than
+    the text has UTF-8 bytes; plus the chat template's. Two to four times the real count for English, which only
+    matters at the end of a day's budget, where a reservation must not be too small."""
+    size = sum(len(m.content.encode("utf-8")) for m in messages)
+    return size + _TEMPLATE_TOKENS_PER_MESSAGE * len(messages) + _TEMPLATE_TOKENS
+
+
 # Upstream bodies are decoded leniently (providers add fields); only the fields we use are declared.
 class _Message(msgspec.Struct):
     content: str | None = None
@@ -208,6 +226,14 @@ class _Provider:
     stats: ProviderStats = field(default_factory=ProviderStats)
 
 
+@dataclass
+class _Spend:
+    """One call's worst case and, once it is about to be sent, its reservation on the tenant's budget."""
+
+    worst: int
+    reservation: Reservation | None = None
+
+
 class _Retryable(Exception):
     """An attempt failed in a way worth retrying; carries the error to raise if it was the last attempt."""
 
@@ -234,6 +260,8 @@ class LLMClient:
         retry: RetryPolicy | None = None,
         cache: ResponseCache | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        max_response_bytes: int = 1 << 20,
+        max_tokens_cap: int = 4096,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -243,6 +271,8 @@ class LLMClient:
         self.retry = retry or RetryPolicy()
         self.cache = cache
         self.meter: SpendMeter | None = None
+        self.max_response_bytes = max_response_bytes
+        self.max_tokens_cap = max_tokens_cap
         self._providers: dict[str, _Provider] = {}
         self._http = httpx.AsyncClient(
             timeout=timeout or httpx.Timeout(connect=5.0, read=60.0, write=30.0, pool=30.0),
@@ -273,12 +303,15 @@ class LLMClient:
             retry=RetryPolicy(max_retries=settings.max_retries),
             cache=cache,
             transport=transport,
+            max_response_bytes=settings.max_response_bytes,
+            max_tokens_cap=settings.max_tokens,
         )
 
     def metered(self, meter: SpendMeter) -> LLMClient:
         """A view of this client that charges upstream calls to a tenant's daily budget (``SpendMeter``): it shares
-        the connection pool, the per-provider limits and the cache. A cache hit costs nothing; a call over the
-        budget raises ``SpendExhausted`` before anything is sent. Close the client, not its views."""
+        the connection pool and the per-provider limits, and the cache under the tenant's own keys (a tenant never gets,
+        nor learns of, another's answers). A cache hit costs nothing; a call whose worst case is over the budget raises
+        ``SpendExhausted`` before anything is sent. Close the client, not its views."""
         view = copy.copy(self)
         view.meter = meter
         return view
@@ -330,7 +363,11 @@ class LLMClient:
         cache_key = None
         if self.cache is not None and use_cache:
             cache_key = self.cache.key(
-                model=endpoint.model, prompt_version=prompt_version, messages=messages, temperature=temperature
+                model=endpoint.model,
+                prompt_version=prompt_version,
+                messages=messages,
+                temperature=temperature,
+                scope=self.meter.tenant if self.meter is not None else "",
             )
             hit = await self.cache.get(cache_key)
             if hit is not None:
@@ -343,18 +380,23 @@ class LLMClient:
             "messages": [{"role": m.role, "content": m.content} for m in messages],
             "temperature": temperature,
         }
-        if max_tokens is not None:
-            body["max_tokens"] = max_tokens
+        # bounded whoever sized the call (a request, a panel's judge); unsized calls get the cap, not the provider's
+        sized = min(max_tokens, self.max_tokens_cap) if max_tokens is not None else self.max_tokens_cap
+        body["max_tokens"] = sized
+        spend = _Spend(prompt_token_bound(messages) + sized)
         try:
-            result = await self._send_with_retries(provider, endpoint, _ENCODER.encode(body), deadline, admit)
-        except UpstreamError:
-            JUDGE_CALLS.labels(endpoint.model, "error").inc()
+            result = await self._send_with_retries(provider, endpoint, _ENCODER.encode(body), deadline, admit, spend)
+        except BaseException as exc:  # a cancelled call too: nothing answered, so nothing spent that we know of
+            if isinstance(exc, UpstreamError):
+                JUDGE_CALLS.labels(endpoint.model, "error").inc()
+            if spend.reservation is not None and self.meter is not None:
+                await self.meter.settle(spend.reservation, 0)
             raise
         JUDGE_CALLS.labels(endpoint.model, "ok").inc()
         JUDGE_TOKENS.labels(endpoint.model, "prompt").inc(result.usage.prompt_tokens)
         JUDGE_TOKENS.labels(endpoint.model, "completion").inc(result.usage.completion_tokens)
-        if self.meter is not None:
-            await self.meter.add_tokens(result.usage.prompt_tokens + result.usage.completion_tokens)
+        if spend.reservation is not None and self.meter is not None:
+            await self.meter.settle(spend.reservation, result.usage.prompt_tokens + result.usage.completion_tokens)
         if cache_key is not None and self.cache is not None:
             await self.cache.set(cache_key, result)
         return result
@@ -366,6 +408,7 @@ class LLMClient:
         payload: bytes,
         deadline: float | None = None,
         admit: Callable[[], str | None] | None = None,
+        spend: _Spend | None = None,
     ) -> ChatResult:
         url = endpoint.base_url.rstrip("/") + "/chat/completions"
         headers = {"content-type": "application/json"}
@@ -376,7 +419,7 @@ class LLMClient:
         while True:
             attempt += 1
             try:
-                return await self._attempt(provider, endpoint, url, headers, payload, attempt, deadline, admit)
+                return await self._attempt(provider, endpoint, url, headers, payload, attempt, deadline, admit, spend)
             except UpstreamError as exc:
                 exc.extra["attempts"] = attempt
                 raise
@@ -416,6 +459,7 @@ class LLMClient:
         attempt: int,
         deadline: float | None = None,
         admit: Callable[[], str | None] | None = None,
+        spend: _Spend | None = None,
     ) -> ChatResult:
         await provider.bucket.acquire()
         stats = provider.stats
@@ -423,9 +467,9 @@ class LLMClient:
             refusal = admit() if admit is not None else None
             if refusal is not None:
                 raise UpstreamTimeout(refusal, extra={"refused": True, "model": endpoint.model})
-            if attempt == 1 and self.meter is not None:
-                # charged when the call is about to be sent (a refused one costs nothing), once per call
-                await self.meter.take_call()
+            if spend is not None and spend.reservation is None and self.meter is not None:
+                # reserved when the call is about to be sent (a refused one costs nothing), once per call
+                spend.reservation = await self.meter.reserve(spend.worst)
             stats.in_flight += 1
             stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
             stats.requests += 1
@@ -440,8 +484,22 @@ class LLMClient:
                     write=min(base.write or left, left),
                     pool=min(base.pool or left, left),
                 )
+            base_read = self._http.timeout.read
+            total = base_read if base_read is not None else 60.0
+            if deadline is not None:
+                total = min(total, max(0.001, deadline - time.monotonic()))
             try:
-                response = await self._http.post(url, content=payload, headers=headers, timeout=timeout)
+                response = await apost(
+                    self._http,
+                    url,
+                    limit=self.max_response_bytes,
+                    total_seconds=total,
+                    content=payload,
+                    headers=headers,
+                    timeout=timeout,
+                )
+            except ResponseTooLarge as exc:
+                raise UpstreamBadResponse(f"{endpoint.model}: {exc}", extra={"model": endpoint.model}) from exc
             except httpx.TimeoutException as exc:
                 error: UpstreamError = UpstreamTimeout(
                     f"{endpoint.model}: {type(exc).__name__} after {time.perf_counter() - started:.2f}s"
@@ -456,7 +514,7 @@ class LLMClient:
             latency_ms = (time.perf_counter() - started) * 1000.0
         return self._interpret(response, endpoint, latency_ms, attempt)
 
-    def _interpret(self, response: httpx.Response, endpoint: Endpoint, latency_ms: float, attempt: int) -> ChatResult:
+    def _interpret(self, response: BoundedResponse, endpoint: Endpoint, latency_ms: float, attempt: int) -> ChatResult:
         status = response.status_code
         extra: dict[str, object] = {"status": status, "model": endpoint.model}
         if status == 429 or status == 503:

@@ -283,10 +283,16 @@ def read_answer(request: McqAnswerRequest) -> McqReading:
     return read_mcq_answer(request.text, labels=labels, answer=answer)
 
 
-def validate_mcq_run(request: McqRunRequest) -> list[McqVariant]:
-    """Every question the run will ask, validated up front (nothing is asked when one item is bad)."""
+def validate_mcq_run(request: McqRunRequest, *, max_tokens_cap: int | None = None) -> list[McqVariant]:
+    """Every question the run will ask, validated up front (nothing is asked when one item is bad); ``max_tokens``
+    at most ``max_tokens_cap`` (TRISK_LLM_MAX_TOKENS)."""
     if not request.model.strip():
         raise InputError("model is empty", extra={"field": "model"})
+    if max_tokens_cap is not None and request.max_tokens is not None and request.max_tokens > max_tokens_cap:
+        raise InputError(
+            f"max_tokens is {request.max_tokens}; the limit is {max_tokens_cap} (TRISK_LLM_MAX_TOKENS)",
+            extra={"field": "max_tokens", "limit": max_tokens_cap},
+        )
     if not request.items or len(request.items) > MAX_MCQ_ITEMS:
         raise InputError(f"items: give 1-{MAX_MCQ_ITEMS} items", extra={"limit": MAX_MCQ_ITEMS})
     if len({item.id for item in request.items}) != len(request.items):

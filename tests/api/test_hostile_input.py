@@ -1,0 +1,149 @@
+"""Hostile input gets a clear 4xx problem+json and no traceback in the log: JSON nested past any sense, an escaped
+NUL in a text (PostgreSQL refuses it in a text column), and a request head of megabytes (bounded by the server)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from litestar.testing import TestClient
+
+from service.app import create_app
+from service.app.resources import Resources
+from service.core.novelty import NoveltyIndex
+from service.core.settings import Settings
+from tests.conftest import issue_test_key, keyed
+
+ROUTES = [
+    "/v1/assessments",
+    "/v1/batches",
+    "/v1/novelty",
+    "/v1/poller/evaluations",
+    "/v1/poller/agreement",
+    "/v1/mata/grades",
+    "/v1/mata/agreement",
+    "/v1/mata/mcq-runs",
+    "/v1/personas",
+    "/v1/review/claims",
+    "/v1/keys",
+]
+
+
+@pytest.fixture()
+def client(sn12_index: NoveltyIndex, test_settings: Settings) -> Iterator[Any]:
+    settings = replace(test_settings, redis=replace(test_settings.redis, queue_name=f"trisk:test:{uuid.uuid4().hex}:q"))
+    app = create_app(settings, resources=Resources(settings=settings, indexes={"pli": sn12_index}))
+    with TestClient(app=app) as tc:
+        yield keyed(tc, issue_test_key(settings))
+
+
+def _nested(depth: int) -> bytes:
+    return b'{"source": {"text": "x", "lang": "pli", "ref": ' + b"[" * depth + b"]" * depth + b"}}"
+
+
+@pytest.mark.parametrize("path", ROUTES)
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+def test_deeply_nested_json_is_a_400_without_a_traceback(
+    client: Any, caplog: pytest.LogCaptureFixture, path: str, depth: int
+) -> None:
+    caplog.set_level(logging.INFO)
+    for body in (_nested(depth), b"[" * depth + b"]" * depth, b'{"a": ' * depth + b"1" + b"}" * depth):
+        r = client.post(path, content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 400, (path, r.status_code, r.text[:300])
+        assert r.headers["content-type"].startswith("application/problem+json")
+    assert not [rec for rec in caplog.records if rec.exc_info or rec.levelno >= logging.ERROR], caplog.text[-2000:]
+
+
+PERSONA = {"author": "A", "basic_information": "b", "experience_and_views": "e", "critics_comments": "c"}
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/personas", {**PERSONA, "basic_information": "born in\u0000 1949"}),
+        ("/v1/assessments", {"source": {"text": "ev\u0000", "lang": "pli"}, "candidates": [{"id": "a", "text": "t"}]}),
+        ("/v1/keys", {"name": "k\u0000", "scopes": ["read"]}),
+    ],
+)
+def test_an_escaped_nul_is_a_422_on_either_engine(
+    sn12_index: NoveltyIndex, test_settings: Settings, durable_settings: Any, path: str, body: dict[str, Any]
+) -> None:
+    """The finding: an escaped NUL was accepted in texts; PostgreSQL refuses it in a text column, so there the write
+    failed after the request was taken (a 500). Refused before anything is stored, on both engines."""
+    settings = replace(test_settings, durable=durable_settings)
+    app = create_app(settings, resources=Resources(settings=settings, indexes={"pli": sn12_index}))
+    with TestClient(app=app) as tc:
+        client = keyed(tc, issue_test_key(settings))
+        r = client.post(path, json=body)
+        assert r.status_code == 422, r.text
+        assert r.headers["content-type"].startswith("application/problem+json") and "NUL" in r.json()["detail"]
+        # a literal backslash and "u0000" is text, not a NUL
+        fine = client.post("/v1/personas", json={**PERSONA, "critics_comments": "write \\u0000 to end a C string"})
+        assert fine.status_code == 201, fine.text
+
+
+def _serve(app: Any, protocol: Any) -> tuple[Any, int]:
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(app, http=protocol, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True).start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return server, sock.getsockname()[1]
+
+
+def _exchange(port: int, head: bytes) -> bytes:
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+        with contextlib.suppress(OSError):  # the server closed before taking it all in: what it should do
+            conn.sendall(head)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+        return answer
+
+
+def test_a_10_mb_request_header_is_a_431_from_the_server() -> None:
+    """The finding: a 10 MB request header was accepted (uvicorn's httptools protocol buffers a head of any size)."""
+    from service.app.server import bounded_http_protocol
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    server, port = _serve(app, bounded_http_protocol(65_536))
+    try:
+        big = b"GET / HTTP/1.1\r\nhost: x\r\nx-junk: " + b"a" * (10 << 20) + b"\r\n\r\n"
+        answer = _exchange(port, big)
+        assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+        assert b"application/problem+json" in answer and b"TRISK_MAX_HEADER_BYTES" in answer
+        fine = b"GET / HTTP/1.1\r\nhost: x\r\nx-fine: " + b"a" * 30_000 + b"\r\nconnection: close\r\n\r\n"
+        ok = _exchange(port, fine)
+        assert ok.startswith(b"HTTP/1.1 200 ") and ok.endswith(b"ok")
+    finally:
+        server.should_exit = True
+
+
+def test_trisk_serve_runs_the_bounded_protocol(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+
+    from service.cli import main
+
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: seen.update(kw))
+    main(["serve", "--port", "1"])
+    assert seen["http"].__name__ == "BoundedHttpToolsProtocol"

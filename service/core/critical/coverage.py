@@ -280,15 +280,21 @@ class PassageCoverage:
 
     # ------------------------------------------------------------------------------------------------ substitution
     def _local_hits(self, k: int) -> Counter[tuple[str, int]]:
-        """(source stem, source clause) -> how often text ``k`` renders the stem in clauses aligned to that clause."""
+        """(source stem, source clause) -> how often text ``k`` renders the stem in clauses aligned to that clause or
+        to one next to it."""
         cached = self._local.get(k)
         if cached is not None:
             return cached
-        view, out = self.views[k], Counter[tuple[str, int]]()
+        view, own = self.views[k], Counter[tuple[str, int]]()
         for j, a in enumerate(self._align[k]):
             for t in view.clauses[j]:
                 for s in self.src.rendered_by.get(view.stems[t], ()):
-                    out[(s, a)] += 1
+                    own[(s, a)] += 1
+        # summed over the window of each source clause (the one before, itself, the one after)
+        out = Counter[tuple[str, int]]()
+        for (s, c), v in own.items():
+            for a in (c - 1, c, c + 1):
+                out[(s, a)] += v
         self._local[k] = out
         return out
 
@@ -306,6 +312,7 @@ class PassageCoverage:
         mine = self._local_hits(i)
         theirs = [self._local_hits(k) for k in peers]
         best, what = 0.0, None
+        peer_counts: dict[tuple[str, int], list[int]] = {}
         for w in view.counts:
             users = sum(1 for k in peers if self.views[k].counts.get(w, 0))
             if users > n / 3:
@@ -323,8 +330,10 @@ class PassageCoverage:
                 for s in {s for c in window for s in self.src.clauses[c][0] if s in self.src.render}:
                     if s[:_PREFIX] == origin[0][:_PREFIX] or w in self.src.render[s]:
                         continue  # w renders s itself: a synonym, not a substitution
-                    cand_c = sum(mine.get((s, c), 0) for c in window)
-                    peer_c = [sum(h.get((s, c), 0) for c in window) for h in theirs]
+                    cand_c = mine.get((s, a), 0)
+                    peer_c = peer_counts.get((s, a))
+                    if peer_c is None:
+                        peer_c = peer_counts[(s, a)] = [h.get((s, a), 0) for h in theirs]
                     if statistics.median(peer_c) <= cand_c:
                         continue
                     share = sum(1 for x in peer_c if x > cand_c) / n

@@ -176,7 +176,10 @@ def rescore(dump: Path, model_names: list[str]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
-        "challenge", nargs="*", type=Path, default=[ROOT / "var" / "challenge" / "dev.jsonl"],
+        "challenge",
+        nargs="*",
+        type=Path,
+        default=[ROOT / "var" / "challenge" / "dev.jsonl"],
         help="challenge sets (JSONL); several share one run (their untouched peers are assessed once)",
     )
     ap.add_argument("--model", default=get_settings().risk.model)
@@ -206,6 +209,7 @@ def main() -> None:
     neg: dict[str, dict[str, list[float]]] = {"peers": defaultdict(list), "alone": defaultdict(list)}
     untouched: dict[tuple[str, str], dict[str, float]] = {}
     dump = args.dump.open("w") if args.dump else None
+
     def untouched_rows() -> Iterator[dict[str, Any]]:
         if args.untouched_from:  # the same untouched candidates, assessed by an earlier run with this code
             yield from (r for r in map(json.loads, args.untouched_from.open()) if r["kind"] == "untouched")

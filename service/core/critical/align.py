@@ -44,9 +44,7 @@ _Window = tuple[tuple[int, ...], frozenset[str], frozenset[str], int]
 class _Clause:
     __slots__ = ("end", "neg", "negw", "start", "stems", "text")
 
-    def __init__(
-        self, stems: frozenset[str], negw: frozenset[str], neg: int, text: str, start: int, end: int
-    ) -> None:
+    def __init__(self, stems: frozenset[str], negw: frozenset[str], neg: int, text: str, start: int, end: int) -> None:
         self.stems = stems
         self.negw = negw
         self.neg = neg

@@ -220,9 +220,7 @@ class CriticalReport(msgspec.Struct, forbid_unknown_fields=True):
 class _Finding:
     __slots__ = ("kind", "label", "risk", "spans", "who")
 
-    def __init__(
-        self, risk: float, kind: str, label: str, who: str, spans: Sequence[tuple[int, int]] = ()
-    ) -> None:
+    def __init__(self, risk: float, kind: str, label: str, who: str, spans: Sequence[tuple[int, int]] = ()) -> None:
         self.risk = risk
         self.kind = kind  # "extra": the candidate has it, "missing": the candidate lacks it
         self.label = label

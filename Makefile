@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: up test test-llm venv index lint openapi bench clean
+.PHONY: up test test-llm venv index lexicon lint openapi bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ test-llm: venv
 
 index: venv
 	$(PY) -m service.cli build-index
+
+# the translation lexicon models/lexicon/pli-en.json.gz (about a minute on two cores)
+lexicon: venv
+	$(PY) -m service.cli build-lexicon
 
 lint: venv
 	$(VENV)/bin/ruff check service workers tests bench

@@ -17,18 +17,19 @@ from service.core.palibench import DEV_DIR, OUTLIER_DRIFT, load_palibench  # noq
 
 DEV = DEV_DIR
 
-ERROR_TYPES = (
-    "number",
-    "name",
-    "negation_drop",
-    "negation_add",
-    "term",
-    "omission",
-    "addition",
-    "truncation",
-    "copy_full",
-    "copy_partial",
-)
+# error type -> the ways it is injected (each variant gets its own items, so no figure rests on one rule)
+VARIANTS: dict[str, tuple[str, ...]] = {
+    "number": ("one", "every"),
+    "name": ("one", "every"),
+    "negation": ("removed", "added"),
+    "term": ("related_one", "related_every", "opposite_one", "opposite_every"),
+    "omission": ("first", "middle", "last"),
+    "addition": ("first", "middle", "last"),
+    "truncation": ("cut",),
+    "copy_full": ("whole",),
+    "copy_partial": ("half",),
+}
+ERROR_TYPES = tuple(VARIANTS)
 
 _CARDINALS = ["two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
 _ORDINALS = ["second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth"]
@@ -66,8 +67,9 @@ _PLACES = [
     "Sāketa",
     "Kusinārā",
 ]
-# A doctrinal rendering and what a careless translation might put instead (a different term, not a synonym).
-_TERM_SWAPS = {
+# A doctrinal rendering and what a careless translation might put instead: another term of the teaching (related)
+# or its opposite; neither is a synonym.
+_RELATED = {
     "suffering": "craving",
     "craving": "ignorance",
     "ignorance": "craving",
@@ -95,24 +97,59 @@ _TERM_SWAPS = {
     "freedom": "concentration",
     "compassion": "equanimity",
     "love": "compassion",
-    "dispassion": "passion",
     "fetters": "hindrances",
     "hindrances": "fetters",
     "defilements": "hindrances",
     "rebirth": "death",
-    "death": "rebirth",
     "merit": "wisdom",
-    "skillful": "unskillful",
-    "unskillful": "skillful",
-    "wholesome": "unwholesome",
-    "unwholesome": "wholesome",
-    "pleasure": "pain",
-    "pain": "pleasure",
-    "happiness": "suffering",
     "desire": "hatred",
     "effort": "mindfulness",
     "absorption": "perception",
     "aggregates": "elements",
+    "form": "feeling",
+    "path": "fruit",
+    "teaching": "discipline",
+}
+_OPPOSITE = {
+    "suffering": "happiness",
+    "happiness": "suffering",
+    "pleasure": "pain",
+    "pain": "pleasure",
+    "pleasant": "painful",
+    "painful": "pleasant",
+    "skillful": "unskillful",
+    "unskillful": "skillful",
+    "wholesome": "unwholesome",
+    "unwholesome": "wholesome",
+    "good": "bad",
+    "bad": "good",
+    "dispassion": "passion",
+    "wise": "foolish",
+    "foolish": "wise",
+    "permanent": "impermanent",
+    "impermanent": "permanent",
+    "right": "wrong",
+    "wrong": "right",
+    "birth": "death",
+    "death": "birth",
+    "freedom": "bondage",
+    "liberation": "bondage",
+    "ignorance": "knowledge",
+    "knowledge": "ignorance",
+    "love": "hatred",
+    "hatred": "love",
+    "heaven": "hell",
+    "hell": "heaven",
+    "praise": "blame",
+    "blame": "praise",
+    "gain": "loss",
+    "loss": "gain",
+    "pure": "impure",
+    "impure": "pure",
+    "beautiful": "ugly",
+    "ugly": "beautiful",
+    "calm": "agitated",
+    "peace": "conflict",
 }
 _AUX = re.compile(r"\b(is|are|was|were|can|will|should|would|does|do|did|has|have|had|could|may|must)\b ")
 _NEG = re.compile(r"\b(not|never|no)\b ?|n['’]t\b", re.IGNORECASE)
@@ -148,19 +185,32 @@ def load_outlier_labels(drift_threshold: float = OUTLIER_DRIFT) -> dict[tuple[st
     }
 
 
-def _number(text: str, rng: random.Random, src: str) -> str | None:
+Inject = Callable[[str, random.Random, str, str], "str | None"]
+
+
+def _replace(text: str, hits: list[re.Match[str]], rng: random.Random, variant: str, new: str) -> str:
+    """``text`` with one of ``hits`` (variant "one") or every hit with the same word ("every") replaced by ``new``."""
+    m = rng.choice(hits)
+    same = [h for h in hits if h.group(0).lower() == m.group(0).lower()] if variant == "every" else [m]
+    out, at = [], 0
+    for h in same:
+        out += [text[at : h.start()], _case_like(new, h.group(0))]
+        at = h.end()
+    return "".join([*out, text[at:]])
+
+
+def _number(text: str, rng: random.Random, src: str, variant: str) -> str | None:
     words = _CARDINALS + _ORDINALS + _BIG
     hits = list(re.finditer(r"\b(" + "|".join(words) + r")\b", text, re.IGNORECASE))
     if not hits:
         return None
-    m = rng.choice(hits)
-    old = m.group(1).lower()
+    old = rng.choice(hits).group(1).lower()
     pool = next(p for p in (_CARDINALS, _ORDINALS, _BIG) if old in p)
     new = rng.choice([w for w in pool if w != old])
-    return text[: m.start()] + _case_like(new, m.group(1)) + text[m.end() :]
+    return _replace(text, [h for h in hits if h.group(1).lower() == old], rng, variant, new)
 
 
-def _name(text: str, rng: random.Random, src: str) -> str | None:
+def _name(text: str, rng: random.Random, src: str, variant: str) -> str | None:
     hits = []
     for m in re.finditer(r"[^\W\d_]+", text):
         f = _fold(m.group(0))
@@ -172,18 +222,17 @@ def _name(text: str, rng: random.Random, src: str) -> str | None:
     m, kind = rng.choice(hits)
     present = {_fold(w) for w in re.findall(r"[^\W\d_]+", text)}
     choices = [n for n in kind if _fold(n) not in present]
-    return text[: m.start()] + rng.choice(choices) + text[m.end() :]
+    same = [h for h, _ in hits if _fold(h.group(0)) == _fold(m.group(0))]
+    return _replace(text, same, rng, variant, rng.choice(choices))
 
 
-def _negation_drop(text: str, rng: random.Random, src: str) -> str | None:
-    hits = list(_NEG.finditer(text))
-    if not hits:
-        return None
-    m = rng.choice(hits)
-    return text[: m.start()] + text[m.end() :]
-
-
-def _negation_add(text: str, rng: random.Random, src: str) -> str | None:
+def _negation(text: str, rng: random.Random, src: str, variant: str) -> str | None:
+    if variant == "removed":
+        hits = list(_NEG.finditer(text))
+        if not hits:
+            return None
+        m = rng.choice(hits)
+        return text[: m.start()] + text[m.end() :]
     hits = list(_AUX.finditer(text))
     if not hits:
         return None
@@ -191,40 +240,50 @@ def _negation_add(text: str, rng: random.Random, src: str) -> str | None:
     return text[: m.end()] + "not " + text[m.end() :]
 
 
-def _term(text: str, rng: random.Random, src: str) -> str | None:
-    found = {w.lower() for w in re.findall(r"[A-Za-z]+", text) if w.lower() in _TERM_SWAPS}
-    if not found:
+def _term(text: str, rng: random.Random, src: str, variant: str) -> str | None:
+    kind, _, how = variant.partition("_")
+    swaps = _RELATED if kind == "related" else _OPPOSITE
+    hits = [m for m in re.finditer(r"[A-Za-z]+", text) if m.group(0).lower() in swaps]
+    if not hits:
         return None
-    old = rng.choice(sorted(found))
-    new = _TERM_SWAPS[old]
-    # Every occurrence: a translator who misreads a term misreads it throughout the passage.
-    return re.sub(rf"\b{old}\b", lambda m: _case_like(new, m.group(0)), text, flags=re.IGNORECASE)
+    old = rng.choice(sorted({m.group(0).lower() for m in hits}))
+    same = [m for m in hits if m.group(0).lower() == old]
+    return _replace(text, same, rng, how, swaps[old])
 
 
 def _sentences(text: str) -> list[str]:
     return [s for s in _SENT.split(text) if s.strip()]
 
 
-def _omission(text: str, rng: random.Random, src: str) -> str | None:
+def _position(n: int, rng: random.Random, variant: str) -> int:
+    """A sentence index: the first, the last, or one strictly between (n >= 3)."""
+    if variant == "first":
+        return 0
+    if variant == "last":
+        return n - 1
+    return rng.randrange(1, n - 1)
+
+
+def _omission(text: str, rng: random.Random, src: str, variant: str) -> str | None:
     sents = _sentences(text)
     if len(sents) < 3:
         return None
-    i = rng.randrange(1, len(sents))
+    i = _position(len(sents), rng, variant)
     return " ".join(sents[:i] + sents[i + 1 :])
 
 
-def _truncation(text: str, rng: random.Random, src: str) -> str | None:
+def _truncation(text: str, rng: random.Random, src: str, variant: str) -> str | None:
     if len(text) < 200:
         return None
     cut = text.rfind(" ", 0, int(len(text) * rng.uniform(0.4, 0.7)))
     return text[:cut] if cut > 0 else None
 
 
-def _copy_full(text: str, rng: random.Random, src: str) -> str | None:
+def _copy_full(text: str, rng: random.Random, src: str, variant: str) -> str | None:
     return src
 
 
-def _copy_partial(text: str, rng: random.Random, src: str) -> str | None:
+def _copy_partial(text: str, rng: random.Random, src: str, variant: str) -> str | None:
     sents, psents = _sentences(text), _sentences(src)
     if len(sents) < 2 or len(psents) < 2:
         return None
@@ -232,15 +291,23 @@ def _copy_partial(text: str, rng: random.Random, src: str) -> str | None:
     return " ".join(sents[:k] + psents[len(psents) // 2 :])
 
 
-def build(n_per_type: int, seed: int) -> list[dict[str, str]]:
+def _addition(text: str, extra: str, rng: random.Random, variant: str) -> str | None:
+    """A sentence of another passage put first, last or between two sentences."""
+    sents = _sentences(text)
+    if len(sents) < 2 and variant == "middle":
+        return None
+    i = 0 if variant == "first" else len(sents) if variant == "last" else rng.randrange(1, len(sents))
+    return " ".join([*sents[:i], extra, *sents[i:]])
+
+
+def build(n_per_variant: int, seed: int) -> list[dict[str, str]]:
     sources, models = load_dev()
     rng = random.Random(seed)
     cells = [(pid, m) for pid in sorted(sources) for m in sorted(models) if pid in models[m]]
-    inject: dict[str, Callable[[str, random.Random, str], str | None]] = {
+    inject: dict[str, Inject] = {
         "number": _number,
         "name": _name,
-        "negation_drop": _negation_drop,
-        "negation_add": _negation_add,
+        "negation": _negation,
         "term": _term,
         "omission": _omission,
         "truncation": _truncation,
@@ -248,52 +315,61 @@ def build(n_per_type: int, seed: int) -> list[dict[str, str]]:
         "copy_partial": _copy_partial,
     }
     out: list[dict[str, str]] = []
-    for etype in ERROR_TYPES:
-        order = cells[:]
-        rng.shuffle(order)
-        used: set[str] = set()
-        made = 0
-        for pid, model in order:
-            if made >= n_per_type:
-                break
-            if pid in used:  # one corruption per passage and type keeps passages from dominating
-                continue
-            text = models[model][pid]
-            if etype == "addition":
-                other_pid, other_model = rng.choice(cells)
-                extra = _sentences(models[other_model][other_pid])
-                if other_pid == pid or not extra:
+    for etype, variants in VARIANTS.items():
+        for variant in variants:
+            order = cells[:]
+            rng.shuffle(order)
+            used: set[str] = set()
+            made = 0
+            for pid, model in order:
+                if made >= n_per_variant:
+                    break
+                if pid in used:  # one corruption per passage and variant keeps passages from dominating
                     continue
-                corrupted: str | None = text.rstrip() + " " + rng.choice(extra)
-            else:
-                corrupted = inject[etype](text, rng, sources[pid])
-            if not corrupted or corrupted == text:
-                continue
-            used.add(pid)
-            made += 1
-            out.append(
-                {"passage_id": pid, "model": model, "error_type": etype, "original": text, "corrupted": corrupted}
-            )
+                text = models[model][pid]
+                if etype == "addition":
+                    other_pid, other_model = rng.choice(cells)
+                    extra = _sentences(models[other_model][other_pid])
+                    if other_pid == pid or not extra:
+                        continue
+                    corrupted = _addition(text, rng.choice(extra), rng, variant)
+                else:
+                    corrupted = inject[etype](text, rng, sources[pid], variant)
+                if not corrupted or corrupted == text:
+                    continue
+                used.add(pid)
+                made += 1
+                out.append(
+                    {
+                        "passage_id": pid,
+                        "model": model,
+                        "error_type": etype,
+                        "variant": variant,
+                        "original": text,
+                        "corrupted": corrupted,
+                    }
+                )
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("out", nargs="?", type=Path, default=Path("var/challenge/dev.jsonl"))
-    ap.add_argument("--per-type", type=int, default=300, help="corruptions per error type (default %(default)s)")
+    ap.add_argument("--per-variant", type=int, default=100, help="corruptions per variant (default %(default)s)")
     ap.add_argument("--seed", type=int, default=20260601)
     args = ap.parse_args(argv)
     if not DEV.is_dir():
         print(f"no palibench-dev at {DEV}", file=sys.stderr)
         return 2
-    rows = build(args.per_type, args.seed)
+    rows = build(args.per_variant, args.seed)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w") as f:
         for r in rows:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
     counts: dict[str, int] = {}
     for r in rows:
-        counts[r["error_type"]] = counts.get(r["error_type"], 0) + 1
+        key = f"{r['error_type']}/{r['variant']}"
+        counts[key] = counts.get(key, 0) + 1
     print(f"wrote {len(rows)} items to {args.out}: {counts}")
     return 0
 

@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         peers = [models[m][pid] for m in model_names if m != model and pid in models[m]]
         for setting, pr in (("peers9", peers), ("alone", [])):
             for k, v in values(checker.check(sources[pid], it["corrupted"], pr)).items():
-                pos[setting][it["error_type"]][k].append(v)
+                pos[setting][it["error_type"] + "/" + it.get("variant", "")][k].append(v)
 
     print(
         f"untouched dev: {n_cand} candidates, {len(sources)} passages; "

@@ -83,6 +83,12 @@ def cmd_build_index(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_build_lexicon(args: argparse.Namespace) -> int:
+    from service.core.critical import build_lexicon
+
+    return build_lexicon.main(["--aligner", args.aligner, "--out", args.out])
+
+
 def cmd_openapi(args: argparse.Namespace) -> int:
     from service.app.openapi import openapi_document
 
@@ -284,6 +290,11 @@ def _main(argv: list[str] | None) -> int:
     p.add_argument("--rerank", type=int, default=16)
     p.add_argument("--expect-corpus-sha256", help="refuse to build unless the corpus read has this sha256")
     p.set_defaults(func=cmd_build_index)
+
+    p = sub.add_parser("build-lexicon", help="build the Pali-English translation lexicon from the aligned corpus")
+    p.add_argument("--aligner", choices=("eflomal", "ibm1"), default="eflomal")
+    p.add_argument("--out", default=str(Path(get_settings().risk.models_dir) / "lexicon" / "pli-en.json.gz"))
+    p.set_defaults(func=cmd_build_lexicon)
 
     p = sub.add_parser("openapi", help="print (or write) the OpenAPI document")
     p.add_argument("--out")

@@ -23,6 +23,7 @@ import numpy as np
 import scipy
 import scipy.sparse as sp
 
+from service.core.artifacts import signature_id
 from service.core.corpus import FilterRules, Passage, apply_filters
 from service.core.errors import InputError, NotFound
 from service.core.ngrams import char_ngram_hashes, mix64, token_ngram_hashes
@@ -345,7 +346,7 @@ def build_index(
     # the signature covers the content: a file whose arrays were changed or damaged after the build no longer matches
     # the signature it carries, and the loader refuses it (``verify``)
     signature["content_sha256"] = index.content_digest()
-    signature["id"] = _signature_id(signature)
+    signature["id"] = signature_id(signature)
     return index
 
 
@@ -381,11 +382,6 @@ def _params_dict(params: IndexParams) -> dict[str, object]:
     d = asdict(params)
     d.pop("chunk_rows", None)  # affects speed and memory only, never the numbers
     return d
-
-
-def _signature_id(signature: dict[str, object]) -> str:
-    stable = {k: v for k, v in signature.items() if k not in ("built_at", "build_seconds", "id")}
-    return hashlib.sha256(json.dumps(stable, sort_keys=True).encode()).hexdigest()[:16]
 
 
 # ---------------------------------------------------------------------------------------------------------- index
@@ -475,7 +471,7 @@ class NoveltyIndex:
         """Refuse an index that does not match its own signature: content changed after the build, or a signature
         edited by hand. An artifact from before content digests (no ``content_sha256``) passes on its id alone."""
         where = f"{path}: " if path else ""
-        if _signature_id(self.signature) != self.signature_id:
+        if signature_id(self.signature) != self.signature_id:
             raise InputError(f"{where}index signature {self.signature_id} does not match its own fields; rebuild it")
         recorded = self.signature.get("content_sha256")
         if recorded is not None and recorded != self.content_digest():

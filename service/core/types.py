@@ -6,17 +6,27 @@ from typing import Literal
 
 import msgspec
 
-__all__ = ["Flag", "Severity", "SignalResult", "SignalSkipped", "SignalValue"]
+__all__ = ["Flag", "Severity", "SignalResult", "SignalSkipped", "SignalValue", "Span"]
 
 Severity = Literal["critical", "major", "minor", "info"]
 
 
+class Span(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """Where a finding sits in the candidate: character offsets ``[start, end)`` into its text as submitted (Python
+    string indices, i.e. code points). ``start == end`` marks a place where something is missing."""
+
+    start: int
+    end: int
+
+
 class Flag(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """A rule that fired on a candidate, worded for a reviewer."""
+    """A rule that fired on a candidate, worded for a reviewer; ``spans`` locate it in the candidate (empty when the
+    finding has no place there, e.g. a passage-level count)."""
 
     rule: str
     severity: Severity
     detail: str
+    spans: tuple[Span, ...] = ()
 
 
 class SignalValue(msgspec.Struct, tag="value", tag_field="status", forbid_unknown_fields=True, frozen=True):

@@ -206,3 +206,27 @@ def test_build_model_stores_the_statistics_and_in_sample_reference() -> None:
     q = np.quantile(fitted_scores(spec, data), [0.0, 0.5, 1.0])
     assert [model.reference.quantiles[i] for i in (0, 500, 1000)] == pytest.approx(q.tolist(), abs=1e-6)
     assert model.requires_peers is False and model.fit == {"k": 1}
+
+
+def test_an_objective_decides_the_selection_and_sees_the_rows_tags() -> None:
+    # signal "a" ranks the outliers, signal "b" ranks the rows tagged "injected": the default objective (recall,
+    # AUC over y) picks "a"; an objective over the tagged rows picks "b", also inside a nested CV (rows subset)
+    rng = np.random.default_rng(11)
+    n = 400
+    y = rng.random(n) < 0.3
+    tags = np.where(rng.random(n) < 0.2, "injected", "untouched")
+    a = y * 2.0 + rng.normal(0, 0.5, n)
+    b = (tags == "injected") * 2.0 + rng.normal(0, 0.5, n)
+    data = FitData(["a", "b"], np.stack([a, b], axis=1), y, np.arange(n) % 40, (None,) * n, tags)
+    folds = grouped_folds(data.groups, 5)
+
+    def injected_on_top(s: np.ndarray, d: FitData) -> tuple[float, float]:
+        assert d.tags is not None and d.tags.shape == s.shape
+        top = s >= np.quantile(s[d.tags == "untouched"], 0.9)
+        return (round(float(top[d.tags == "injected"].mean()), 4), 0.0)
+
+    assert Search(data, folds).greedy(["a", "b"]).terms[0][0] == "a"
+    chosen = Search(data, folds, objective=injected_on_top).greedy(["a", "b"])
+    assert chosen.terms[0][0] == "b"
+    nested = nested_cv(data, folds, ["a", "b"], n_folds=5, simplify=False, objective=injected_on_top)
+    assert all(spec.terms[0][0] == "b" for spec in nested.specs)

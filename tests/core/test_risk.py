@@ -251,8 +251,10 @@ def test_service_refuses_a_model_fitted_on_another_encoder() -> None:
     from service.core.pipeline import check_embedding_models
 
     registry = RiskRegistry.load(REPO_ROOT / "models")
-    minilm = registry.get("default").embedding_model
+    # the routing rule's distances are MiniLM's (the default reads no embedding distance: it names none)
+    minilm = registry.get("routing").embedding_model
     assert minilm is not None and minilm.startswith("all-MiniLM-L6-v2")
+    assert registry.get("default").embedding_model in (None, minilm)
     check_embedding_models(registry, ["default", "routing"], minilm)  # the shipped defaults agree
     with pytest.raises(RuntimeError, match="peer-robust-v1"):
         check_embedding_models(registry, ["peer-robust-v1"], minilm)
@@ -273,8 +275,13 @@ def test_missing_optional_term_scores_without_falling_back() -> None:
 
 
 def test_shipped_default_treats_critical_terms_as_optional() -> None:
+    from service.core.critical import SIGNALS
+
     model = RiskRegistry.load(REPO_ROOT / "models").get("default")
-    extras = {t.name for t in model.signals if t.optional}
-    assert {"omitted_content", "content_excess"} <= extras
-    assert "peer_chrf_risk" not in extras
-    assert {"critical.negation", "critical.added_content"} <= set(model.hard_flags.rules or [])
+    critical = {*SIGNALS, "critical_score"}
+    # the default reads critical-content and source-coverage terms, and they are exactly its optional ones (absent
+    # when a request turns the critical check off, which must not send the candidate to the fallback model)
+    assert any(t.name in critical for t in model.signals)
+    assert {t.name for t in model.signals if t.optional} == {t.name for t in model.signals if t.name in critical}
+    assert "peer_chrf_risk" in {t.name for t in model.signals if not t.optional}
+    assert {"critical.number", "critical.name"} <= set(model.hard_flags.rules or [])

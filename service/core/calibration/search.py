@@ -21,7 +21,7 @@ severity of each item under the hard-flag rule the fitted model will carry.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -41,6 +41,7 @@ __all__ = [
     "SIMPLER_MARGIN",
     "FitData",
     "Nested",
+    "Objective",
     "Search",
     "Selection",
     "Spec",
@@ -70,6 +71,9 @@ _WEIGHT_ROUNDS = 2
 _MAD_TO_SD = 1.4826
 
 Stat = Literal["robust", "plain"]
+# (held-out priorities in the one ranking, the rows they belong to) -> the selection key, larger is better; the
+# default is recall at the budget (4 places) then AUC
+Objective = Callable[[np.ndarray, "FitData"], tuple[float, float]]
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,7 @@ class FitData:
     y: np.ndarray  # bool: the positive class (an outlier, a MAJOR error)
     groups: np.ndarray  # group label per item (passage or sutta); folds never split a group
     forced: tuple[Severity | None, ...]  # the hard-flag rule's most severe forcing flag per item (None = not forced)
+    tags: np.ndarray | None = None  # an optional label per item that an objective reads (e.g. the error injected)
 
     def __post_init__(self) -> None:
         n = self.x.shape[0]
@@ -104,7 +109,8 @@ class FitData:
             )
 
     def rows(self, idx: np.ndarray) -> FitData:
-        return FitData(self.names, self.x[idx], self.y[idx], self.groups[idx], tuple(self.forced[i] for i in idx))
+        tags = None if self.tags is None else self.tags[idx]
+        return FitData(self.names, self.x[idx], self.y[idx], self.groups[idx], tuple(self.forced[i] for i in idx), tags)
 
     def column(self, name: str) -> np.ndarray:
         return self.x[:, self.names.index(name)]
@@ -200,20 +206,33 @@ class Selection:
 class Search:
     """The selection procedure on one data set and fold layout (see the module docstring)."""
 
-    def __init__(self, data: FitData, folds: np.ndarray, budget: float = 0.20) -> None:
+    def __init__(
+        self,
+        data: FitData,
+        folds: np.ndarray,
+        budget: float = 0.20,
+        *,
+        objective: Objective | None = None,
+        max_terms: int = MAX_TERMS,
+    ) -> None:
         self.data = data
         self.folds = folds
         self.budget = budget
+        self.objective = objective
+        self.max_terms = max_terms
 
     def evaluate(self, spec: Spec) -> tuple[float, float]:
-        """The selection key of a spec: held-out recall at the budget (4 places), then held-out AUC."""
+        """The selection key of a spec: held-out recall at the budget (4 places), then held-out AUC (or the
+        ``objective`` given, on the same held-out priorities)."""
         s = priorities(held_out_scores(spec, self.data, self.folds), self.data.forced)
+        if self.objective is not None:
+            return self.objective(s, self.data)
         return (round(recall_at_budget(s, self.data.y, self.budget), 4), auc(s, self.data.y))
 
     def greedy(self, pool: Sequence[str]) -> Spec:
         terms: list[tuple[str, float]] = []
         best_key = (-1.0, -1.0)
-        while len(terms) < MAX_TERMS:
+        while len(terms) < self.max_terms:
             chosen = {n for n, _ in terms}
             trial = [
                 (self.evaluate(Spec((*terms, (name, w)))), name, w)
@@ -305,6 +324,8 @@ def nested_cv(
     budget: float = 0.20,
     simplify: bool,
     seed: int = SEED,
+    objective: Objective | None = None,
+    max_terms: int = MAX_TERMS,
 ) -> Nested:
     """Selection and weights re-run inside each outer fold; each outer fold scored with its own spec."""
     out = np.zeros(data.y.shape[0])
@@ -313,7 +334,9 @@ def nested_cv(
         test = folds == k
         sub = data.rows(np.flatnonzero(~test))
         inner = grouped_folds(sub.groups, n_folds, seed + 1 + int(k))
-        spec = Search(sub, inner, budget).select(pool, simplify=simplify).chosen
+        spec = (
+            Search(sub, inner, budget, objective=objective, max_terms=max_terms).select(pool, simplify=simplify).chosen
+        )
         specs.append(spec)
         out[test] = _apply(spec, data, ~test, test)
     return Nested(out, specs)

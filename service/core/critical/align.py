@@ -14,7 +14,7 @@ import re
 import statistics
 import unicodedata
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from service.core.critical.build_glossary import EN_STOP
 from service.core.critical.tokens import en_stem, word_tokens
@@ -56,25 +56,25 @@ _Window = tuple[tuple[int, ...], frozenset[str], frozenset[str], int]
 class _Clause:
     __slots__ = ("end", "neg", "negw", "start", "stems", "text")
 
-    def __init__(
-        self, stems: frozenset[str], negw: frozenset[str], neg: int, text: str, start: int = 0, end: int = 0
-    ) -> None:
+    def __init__(self, stems: frozenset[str], negw: frozenset[str], neg: int, text: str, start: int, end: int) -> None:
         self.stems = stems
         self.negw = negw
         self.neg = neg
         self.text = text
-        self.start = start  # where the clause stands in the parsed text (its NFC form)
+        self.start = start  # character offsets of the clause in the parsed text
         self.end = end
 
 
 class Parsed:
-    """A translation as clauses (content stems, negated stems, negator count) and a bag of content stems."""
+    """A translation as clauses (content stems, negated stems, negator count), a bag of content stems and where each
+    stem occurs (character offsets)."""
 
-    __slots__ = ("_windows", "bag", "clauses", "size")
+    __slots__ = ("_windows", "bag", "clauses", "places", "size")
 
-    def __init__(self, clauses: list[_Clause], bag: Counter[str]) -> None:
+    def __init__(self, clauses: list[_Clause], bag: Counter[str], places: dict[str, list[tuple[int, int]]]) -> None:
         self.clauses = clauses
         self.bag = bag
+        self.places = places
         self.size = sum(bag.values())
         self._windows: list[_Window] | None = None
 
@@ -92,18 +92,36 @@ class Parsed:
         return self._windows
 
 
+def _clause_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each clause of ``text``: split after sentence and clause punctuation followed by space."""
+    out, at = [], 0
+    for m in _CLAUSE.finditer(text):
+        out.append((at, m.start()))
+        at = m.end()
+    out.append((at, len(text)))
+    return out
+
+
 def parse(text: str) -> Parsed:
     """Clauses of an English text with their content stems, the stems under a negator, and the negator count."""
     clauses: list[_Clause] = []
     bag: Counter[str] = Counter()
+    places: dict[str, list[tuple[int, int]]] = {}
+    # every offset is in the NFC text, as word_tokens' are (the candidate is shown and highlighted in that form)
     text = unicodedata.normalize("NFC", text)
-    for at, piece in _pieces(text):
-        raw = _NT.sub(" not", piece)  # within a clause: "n't" never spans a clause boundary
+    for a, b in _clause_spans(text):
+        raw = text[a:b]
         stems: set[str] = set()
         negw: set[str] = set()
         neg = pending = 0
+        # "don't" is "do not": the apostrophe splits it into "don" (read as "do") and "t" (read as "not")
+        nt_at = {m.start() + 2 for m in _NT.finditer(raw)}
         for tok in word_tokens(raw):
             t = tok.lower
+            if tok.start in nt_at and t == "t":
+                t = "not"
+            elif tok.start + len(t) + 1 in nt_at and t.endswith("n"):
+                t = t[:-1]
             if t in _NEG:
                 neg += 1
                 pending = _SCOPE
@@ -113,23 +131,14 @@ def parse(text: str) -> Parsed:
             st = en_stem(t)
             stems.add(st)
             bag[st] += 1
+            places.setdefault(st, []).append((a + tok.start, a + tok.start + len(tok.text)))
             if pending and t not in _ADDRESS and not (tok.capital and not tok.sentence_start):
                 negw.add(st)
                 pending -= 1
         if stems:
-            lead = len(piece) - len(piece.lstrip())
-            start, end = at + lead, at + len(piece.rstrip())
-            clauses.append(_Clause(frozenset(stems), frozenset(negw), neg, raw.strip(), start, end))
-    return Parsed(clauses, bag)
+            clauses.append(_Clause(frozenset(stems), frozenset(negw), neg, raw.strip(), a, b))
+    return Parsed(clauses, bag, places)
 
-
-def _pieces(text: str) -> Iterator[tuple[int, str]]:
-    """The clauses of ``text`` as ``_CLAUSE`` splits it, each with its offset."""
-    at = 0
-    for m in _CLAUSE.finditer(text):
-        yield at, text[at : m.start()]
-        at = m.end()
-    yield at, text[at:]
 
 
 def _dice(a: frozenset[str], b: frozenset[str]) -> float:
@@ -149,14 +158,16 @@ def _match(
 
 
 class Flip:
-    """Where peers disagree with the candidate about a negation: share of peers, the clause and the words."""
+    """Where peers disagree with the candidate about a negation: share of peers, the clause (its text and character
+    offsets in the candidate) and the words."""
 
-    __slots__ = ("clause", "share", "words")
+    __slots__ = ("clause", "share", "span", "words")
 
-    def __init__(self, share: float, clause: str, words: list[str]) -> None:
+    def __init__(self, share: float, clause: str, words: list[str], span: tuple[int, int]) -> None:
         self.share = share
         self.clause = clause
         self.words = words
+        self.span = span
 
 
 def _flip_votes(src: Parsed, other: Parsed) -> list[tuple[int, tuple[int, ...], set[str]]]:
@@ -206,7 +217,8 @@ def negation_flips(cand: Parsed, peers: Sequence[Parsed]) -> tuple[Flip | None, 
         text = cand.clauses[j].text.lower()
         # most voted first, then in reading order (sets have no stable order across processes)
         ranked = sorted(words[side].get(j, Counter()).items(), key=lambda kv: (-kv[1], _position(text, kv[0]), kv[0]))
-        return Flip(min(1.0, v / n), cand.clauses[j].text, [w for w, _ in ranked[:2]])
+        c = cand.clauses[j]
+        return Flip(min(1.0, v / n), c.text, [w for w, _ in ranked[:2]], (c.start, c.end))
 
     return worst(0), worst(1)
 
@@ -216,14 +228,17 @@ def _position(text: str, stem: str) -> int:
     return at if at >= 0 else len(text)
 
 
-def term_swap(cand: Parsed, peers: Sequence[Parsed], rendering: Mapping[str, Sequence[str]]) -> tuple[float, str]:
+def term_swap(
+    cand: Parsed, peers: Sequence[Parsed], rendering: Mapping[str, Sequence[str]]
+) -> tuple[float, str, list[tuple[int, int]]]:
     """A doctrinal rendering most peers use that the candidate lacks, with another term's rendering in its place as
     often: the signature of a misread term ("craving" throughout where the peers say "suffering").
 
-    ``rendering`` maps an English stem to the glossary terms it renders. Returns (score in [0, 1], "w -> w2")."""
+    ``rendering`` maps an English stem to the glossary terms it renders. Returns (score in [0, 1], "w -> w2", where
+    the candidate has w2)."""
     n = len(peers)
     if n < 3:
-        return 0.0, ""
+        return 0.0, "", []
     users: Counter[str] = Counter()
     for p in peers:
         users.update(w for w in p.bag if w in rendering)
@@ -233,9 +248,9 @@ def term_swap(cand: Parsed, peers: Sequence[Parsed], rendering: Mapping[str, Seq
             count = statistics.median(p.bag[w] for p in peers)
             if count >= 1:
                 missing.append((w, k / n, count))
-    best, what = 0.0, ""
+    best, what, where = 0.0, "", ""
     if not missing:
-        return best, what
+        return best, what, []
     for w2, have in cand.bag.items():
         k2 = users[w2]
         if w2 not in rendering or k2 > n / 3:
@@ -252,8 +267,8 @@ def term_swap(cand: Parsed, peers: Sequence[Parsed], rendering: Mapping[str, Seq
             placed = sum(1 for p in peers if _in_place(p, cand, w, w2)) / n
             s = min(share, placed) * (1.0 - k2 / n)
             if s > best:
-                best, what = s, f"{w} -> {w2}"
-    return best, what
+                best, what, where = s, f"{w} -> {w2}", w2
+    return best, what, cand.places.get(where, []) if where else []
 
 
 def _in_place(peer: Parsed, cand: Parsed, w: str, w2: str) -> bool:
@@ -324,9 +339,10 @@ def _aligned_pairs(a: Sequence[frozenset[str]], b: Sequence[frozenset[str]]) -> 
     return pairs
 
 
-def _uncovered_in(a: Parsed, b: Parsed) -> tuple[float, str]:
+def _uncovered_in(a: Parsed, b: Parsed) -> tuple[float, str, tuple[int, int], int]:
     """Share of ``a``'s content words in clauses that ``b`` neither aligns nor covers nearby; the largest such
-    clause of ``a``."""
+    clause of ``a``, its character offsets in ``a`` and the offset in ``b`` where it would have been (after the
+    clause of ``b`` aligned before it)."""
     sa = [c.stems for c in a.clauses]
     sb = [c.stems for c in b.clauses]
     pairs = _aligned_pairs(sa, sb)
@@ -342,7 +358,7 @@ def _uncovered_in(a: Parsed, b: Parsed) -> tuple[float, str]:
         nxt[i] = last
     total = sum(len(s) for s in sa)
     lost, worst = 0, ""
-    worst_size = 0
+    worst_size, worst_span, gap = 0, (0, 0), 0
     for i, s in enumerate(sa):
         if i in pairs or len(s) < 3:
             continue
@@ -352,19 +368,23 @@ def _uncovered_in(a: Parsed, b: Parsed) -> tuple[float, str]:
         if len(s & region) < _COVERED * len(s):
             lost += len(s)
             if len(s) > worst_size:
-                worst, worst_size = a.clauses[i].text, len(s)
-    return lost / max(total, 1), worst
+                c = a.clauses[i]
+                worst, worst_size, worst_span = c.text, len(s), (c.start, c.end)
+                gap = b.clauses[prev[i]].end if prev[i] >= 0 else (b.clauses[0].start if b.clauses else 0)
+    return lost / max(total, 1), worst, worst_span, gap
 
 
 class Uncovered:
-    """Median share of content left uncovered, how many peers see some, and an example clause."""
+    """Median share of content left uncovered, how many peers see some, an example clause and where it sits in the
+    candidate (the clause itself for added content; the place it is missing from, start = end, for omitted)."""
 
-    __slots__ = ("example", "peers_with", "share")
+    __slots__ = ("example", "peers_with", "share", "span")
 
-    def __init__(self, share: float, peers_with: int, example: str) -> None:
+    def __init__(self, share: float, peers_with: int, example: str, span: tuple[int, int] | None = None) -> None:
         self.share = share
         self.peers_with = peers_with
         self.example = example
+        self.span = span
 
 
 def uncovered(cand: Parsed, peers: Sequence[Parsed]) -> tuple[Uncovered, Uncovered]:
@@ -372,12 +392,18 @@ def uncovered(cand: Parsed, peers: Sequence[Parsed]) -> tuple[Uncovered, Uncover
     leaves the same gap against every peer) and of the candidate's content no peer covers (an added one)."""
     if not peers:
         return Uncovered(0.0, 0, ""), Uncovered(0.0, 0, "")
+    omitted = [_uncovered_in(p, cand) for p in peers]
+    added = [_uncovered_in(cand, p) for p in peers]
     out = []
-    for pair in ([_uncovered_in(p, cand) for p in peers], [_uncovered_in(cand, p) for p in peers]):
-        share = statistics.median(v for v, _ in pair)
-        examples = Counter(t for v, t in pair if v > 0 and t)
+    for side, rows in enumerate((omitted, added)):
+        share = statistics.median(r[0] for r in rows)
+        examples = Counter(r[1] for r in rows if r[0] > 0 and r[1])
         example = examples.most_common(1)[0][0] if examples else ""
-        out.append(Uncovered(share, sum(1 for v, _ in pair if v > 0), example))
+        span = None
+        if example:
+            r = next(r for r in rows if r[1] == example)
+            span = (r[3], r[3]) if side == 0 else r[2]
+        out.append(Uncovered(share, sum(1 for r in rows if r[0] > 0), example, span))
     return out[0], out[1]
 
 

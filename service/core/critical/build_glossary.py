@@ -9,15 +9,17 @@ import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 
 from service.core.critical.lexicon import DATA_DIR, PALI_ENDINGS_FOLDED, Glossary, NameList, PatternSet, Term
 from service.core.critical.tokens import en_stem, fold, pali_tokens, word_tokens
+from service.core.settings import SHARED_DIR
 
-__all__ = ["EN_STOP", "aligned_segments", "build", "main"]
+__all__ = ["EN_STOP", "Segment", "aligned_segments", "build", "dev_texts", "main"]
 
-SHARED = Path(__file__).resolve().parents[4] / "shared"
+SHARED = SHARED_DIR
 VERSION = "critical-glossary-1"
 
 # Function words never count as a rendering of a doctrinal term.
@@ -50,8 +52,18 @@ def _pairs(translator: str, division: str) -> Iterator[tuple[str, Path, Path]]:
             yield text_id, rpath, tpath
 
 
-def aligned_segments(exclude_texts: set[str]) -> Iterator[tuple[str, str, str]]:
-    """(translator, pali, english) for every segment with both sides, titles dropped, held-out texts skipped."""
+class Segment(NamedTuple):
+    """One bilara segment with both sides: who translated it, its text id and key, the Pali and the English."""
+
+    translator: str
+    text_id: str
+    key: str
+    pli: str
+    en: str
+
+
+def aligned_segments(exclude_texts: set[str]) -> Iterator[Segment]:
+    """Every segment with both sides, titles dropped, the texts in ``exclude_texts`` skipped."""
     jobs = [
         ("sujato", "sutta"),
         ("brahmali", "vinaya"),
@@ -70,10 +82,11 @@ def aligned_segments(exclude_texts: set[str]) -> Iterator[tuple[str, str, str]]:
                 pli = root.get(key)
                 if not pli or not en.strip() or ":0." in key:
                     continue
-                yield translator, pli, en
+                yield Segment(translator, text_id, key, pli, en)
 
 
-def _dev_texts() -> set[str]:
+def dev_texts() -> set[str]:
+    """The sutta ids of the PaliBench dev passages: builders leave them out, so dev never sees its references."""
     manifest = SHARED / "palibench-dev" / "passage_manifest.csv"
     if not manifest.exists():
         return set()
@@ -92,7 +105,7 @@ def build(out_dir: Path, min_term_segments: int = 20) -> tuple[Glossary, NameLis
     # Number words are checked on their own; as "renderings" (bojjhaṅga -> seven) they would blur both checks.
     number_words = set(msgspec.json.decode((out_dir / "numbers.json").read_bytes())["en"]["words"])
     # The dev suttas are excluded so the dev evaluation never sees its own references through the glossary.
-    exclude = _dev_texts()
+    exclude = dev_texts()
 
     n_seg = 0
     en_df: Counter[str] = Counter()
@@ -102,7 +115,7 @@ def build(out_dir: Path, min_term_segments: int = 20) -> tuple[Glossary, NameLis
     any_count: Counter[str] = Counter()
     pali_df: Counter[str] = Counter()
     pair: Counter[tuple[str, str]] = Counter()
-    for translator, pli, en in aligned_segments(exclude):
+    for translator, _, _, pli, en in aligned_segments(exclude):
         n_seg += 1
         ptoks = pali_tokens(pli)
         terms: set[str] = set()

@@ -11,10 +11,12 @@ from typing import Any
 import msgspec
 
 from service.core.critical.align import content_excess, negation_flips, term_swap, uncovered
+from service.core.critical.coverage import COVERAGE_SIGNALS, PassageCoverage
 from service.core.critical.extract import Content, Extractor, number_word
 from service.core.critical.lexicon import load_lexicon
+from service.core.critical.renderings import TranslationLexicon, load_translation_lexicon
 from service.core.errors import UnknownLanguage
-from service.core.types import Flag, Severity, SignalSkipped, SignalValue
+from service.core.types import Flag, Severity, SignalSkipped, SignalValue, Span
 
 __all__ = [
     "CHECKS",
@@ -162,6 +164,41 @@ CHECKS: tuple[CheckSpec, ...] = (
         needs_peers=True,
     ),
 )
+# The translation lexicon's source-coverage signals (service/core/critical/coverage.py), compared with the peers.
+CHECKS += (
+    CheckSpec(
+        name="source_omission",
+        rule="critical.omission",
+        severity="major",
+        threshold=OFF,
+        threshold_alone=OFF,
+        needs_peers=True,
+    ),
+    CheckSpec(
+        name="unlicensed_content",
+        rule="critical.added_content",
+        severity="major",
+        threshold=OFF,
+        threshold_alone=OFF,
+        needs_peers=True,
+    ),
+    CheckSpec(
+        name="term_substitution",
+        rule="critical.substitution",
+        severity="major",
+        threshold=OFF,
+        threshold_alone=OFF,
+        needs_peers=True,
+    ),
+    CheckSpec(
+        name="negation_source",
+        rule="critical.negation",
+        severity="major",
+        threshold=OFF,
+        threshold_alone=OFF,
+        needs_peers=True,
+    ),
+)
 SIGNALS = tuple(c.name for c in CHECKS)
 PEER_ONLY = tuple(c.name for c in CHECKS if c.needs_peers)
 DEFAULT_THRESHOLDS: dict[str, float] = {c.name: c.threshold for c in CHECKS}
@@ -181,13 +218,14 @@ class CriticalReport(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class _Finding:
-    __slots__ = ("kind", "label", "risk", "who")
+    __slots__ = ("kind", "label", "risk", "spans", "who")
 
-    def __init__(self, risk: float, kind: str, label: str, who: str) -> None:
+    def __init__(self, risk: float, kind: str, label: str, who: str, spans: Sequence[tuple[int, int]] = ()) -> None:
         self.risk = risk
         self.kind = kind  # "extra": the candidate has it, "missing": the candidate lacks it
         self.label = label
         self.who = who
+        self.spans = spans  # where the candidate says it (an "extra" item); nothing for a missing one
 
 
 def _compare_sets(
@@ -201,6 +239,7 @@ def _compare_sets(
     extra_weight: float = 1.0,
     cand_weak: Iterable[Any] = (),
     source_backs: Callable[[Any], bool] = lambda v: False,
+    where: Callable[[Any], Sequence[tuple[int, int]]] = lambda v: (),
 ) -> list[_Finding]:
     """Items the candidate adds or drops, scored by how source and peers back them.
 
@@ -227,7 +266,7 @@ def _compare_sets(
         else:
             risk = extra_alone
             who = "not in the source"
-        found.append(_Finding(risk, "extra", label(v), who))
+        found.append(_Finding(risk, "extra", label(v), who, where(v)))
     demanded = set(source)
     if n:
         # Peer majority also demands an item: source extraction can miss a form, eight translators rarely do.
@@ -278,8 +317,17 @@ def _signal(findings: list[_Finding], what: str) -> SignalValue:
             "summary": text,
             "swap": swap,
             "items": [{"kind": f.kind, "item": f.label, "risk": round(f.risk, 3)} for f in findings[:6]],
+            "spans": sorted({sp for f in extra[:2] for sp in f.spans}),
         },
     )
+
+
+def spans_of(signal: SignalValue) -> tuple[Span, ...]:
+    """The spans a signal's detail carries (``"spans": [[start, end], ...]``) as the flag's spans."""
+    raw = signal.detail.get("spans")
+    if not isinstance(raw, list | tuple):
+        return ()
+    return tuple(Span(start=int(a), end=int(b)) for a, b in raw)
 
 
 def _critical_score(sig: dict[str, SignalValue | SignalSkipped]) -> float:
@@ -301,7 +349,8 @@ def _flags(sig: dict[str, SignalValue | SignalSkipped], limits: dict[str, float]
         if c.rule in fired or not isinstance(s, SignalValue):
             continue
         if s.value >= limits[c.name] and (s.detail.get("swap") or not c.flags_swaps_only):
-            flags.append(Flag(rule=c.rule, severity=c.severity, detail=str(s.detail.get("summary", c.name))))
+            summary = str(s.detail.get("summary", c.name))
+            flags.append(Flag(rule=c.rule, severity=c.severity, detail=summary, spans=spans_of(s)))
             fired.add(c.rule)
     return flags
 
@@ -314,20 +363,49 @@ class CriticalChecker:
         data_dir: Path | None = None,
         thresholds: dict[str, float] | None = None,
         thresholds_alone: dict[str, float] | None = None,
+        *,
+        translation: TranslationLexicon | Path | bool | None = None,
     ) -> None:
+        """``translation``: the translation lexicon (or its artifact's path); None = the models directory's,
+        loaded on first use; False = none (the coverage signals read skipped)."""
         self.lexicon = load_lexicon(data_dir)
+        self._translation = translation
         self.extractor = Extractor(self.lexicon)
         self.thresholds = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
         self.thresholds_alone = {**DEFAULT_THRESHOLDS_ALONE, **(thresholds_alone or {})}
         self._name_display: dict[str, str] = {}
         for form, key in self.lexicon.names.names.items():
             self._name_display.setdefault(key, form)
-        self.signature = {
+        self._signature = {
             "version": VERSION,
             "glossary": self.lexicon.glossary.version,
             "names": self.lexicon.names.version,
             "terms": len(self.lexicon.glossary.terms),
         }
+
+    @property
+    def translation(self) -> TranslationLexicon | None:
+        """The translation lexicon, read once (a missing artifact reads as none: the coverage signals skip)."""
+        if self._translation is None or isinstance(self._translation, Path):
+            path = self._translation
+            try:
+                self._translation = load_translation_lexicon(path)
+            except FileNotFoundError:
+                self._translation = False
+        return self._translation if isinstance(self._translation, TranslationLexicon) else None
+
+    @property
+    def signature(self) -> dict[str, Any]:
+        lex = self.translation
+        return {**self._signature, "lexicon": lex.id if lex is not None else None}
+
+    def _coverage(self, source: str, texts: Sequence[str]) -> list[dict[str, SignalValue | SignalSkipped]]:
+        lex = self.translation
+        if lex is None:
+            skip = SignalSkipped(reason="no translation lexicon (build it: trisk build-lexicon)")
+            return [dict.fromkeys(COVERAGE_SIGNALS, skip) for _ in texts]
+        cov = PassageCoverage(lex, source, texts)
+        return [cov.signals(i) for i in range(len(texts))]
 
     def _extract(self, text: str, lang: str) -> Content:
         if lang == "pli":
@@ -342,7 +420,10 @@ class CriticalChecker:
         if src_lang != "pli" or tgt_lang != "en":
             return self._skipped(f"critical-content checks cover pli -> en only, not {src_lang} -> {tgt_lang}")
         src = self._extract(source, src_lang)
-        return self._report(src, self._extract(candidate, tgt_lang), [self._extract(p, tgt_lang) for p in peers])
+        coverage = self._coverage(source, [candidate, *peers])[0]
+        return self._report(
+            src, self._extract(candidate, tgt_lang), [self._extract(p, tgt_lang) for p in peers], coverage
+        )
 
     def check_passage(
         self, source: str, candidates: Sequence[str], src_lang: str = "pli", tgt_lang: str = "en"
@@ -353,14 +434,17 @@ class CriticalChecker:
             return [self._skipped(reason) for _ in candidates]
         src = self._extract(source, src_lang)
         ext = [self._extract(c, tgt_lang) for c in candidates]
-        return [self._report(src, e, ext[:i] + ext[i + 1 :]) for i, e in enumerate(ext)]
+        coverage = self._coverage(source, candidates)
+        return [self._report(src, e, ext[:i] + ext[i + 1 :], coverage[i]) for i, e in enumerate(ext)]
 
     def _skipped(self, reason: str) -> CriticalReport:
         sig: dict[str, SignalValue | SignalSkipped] = {s: SignalSkipped(reason=reason) for s in SIGNALS}
         sig["critical_score"] = SignalSkipped(reason=reason)
         return CriticalReport(signals=sig, flags=[], peers=0)
 
-    def _report(self, src: Content, cand: Content, peers: list[Content]) -> CriticalReport:
+    def _report(
+        self, src: Content, cand: Content, peers: list[Content], coverage: dict[str, SignalValue | SignalSkipped]
+    ) -> CriticalReport:
         n = len(peers)
         sig: dict[str, SignalValue | SignalSkipped] = {
             "number_mismatch": self._numbers(src, cand, peers),
@@ -371,6 +455,7 @@ class CriticalChecker:
             **self._aligned(cand, peers),
         }
         sig["negation_consensus"] = self._negation_consensus(sig)
+        sig.update(coverage)
         sig["critical_score"] = SignalValue(value=_critical_score(sig), detail={"peers": n})
         limits = self.thresholds if n else self.thresholds_alone
         return CriticalReport(signals=sig, flags=_flags(sig, limits), peers=n)
@@ -385,6 +470,7 @@ class CriticalChecker:
             missing_alone=0.6,
             cand_weak=cand.numbers_weak,
             source_backs=lambda v: v in src.numbers_weak,
+            where=lambda v: cand.where("number", v),
         )
         return _signal(found, "number")
 
@@ -408,6 +494,7 @@ class CriticalChecker:
             extra_alone=0.9,
             missing_alone=0.5,
             source_backs=backs,
+            where=lambda k: cand.where("name", k),
         )
         return _signal(found, "name")
 
@@ -420,6 +507,7 @@ class CriticalChecker:
             extra_alone=0.5 * TERM_EXTRA_WEIGHT,
             missing_alone=0.6,
             extra_weight=TERM_EXTRA_WEIGHT,
+            where=lambda t: cand.where("term", t),
         )
         return _signal(found, "term")
 
@@ -432,6 +520,7 @@ class CriticalChecker:
             extra_alone=0.8,
             missing_alone=0.0,
             source_backs=lambda v: v in src.numbers,
+            where=lambda v: cand.where("list", v),
         )
         return _signal(found, "list size")
 
@@ -462,18 +551,20 @@ class CriticalChecker:
                     "summary": text,
                     "dropped": 0.0 if dropped is None else round(dropped.share, 4),
                     "added": 0.0 if added is None else round(added.share, 4),
+                    "spans": [list(worst.span)],
                 },
             )
         if n < 3:
             out["term_swap"] = SignalSkipped(reason="needs at least three peer translations")
         else:
-            value, what = term_swap(cp, pp, self.extractor.rendering)
+            value, what, places = term_swap(cp, pp, self.extractor.rendering)
             detail: dict[str, object] = {}
             if what:
                 old, new = what.split(" -> ")
                 detail["summary"] = (
                     f"term: most peers say \u201c{old}\u201d, the candidate never does and says \u201c{new}\u201d"
                 )
+                detail["spans"] = [list(sp) for sp in places]
             out["term_swap"] = SignalValue(value=round(value, 4), detail=detail)
         omitted, extra = uncovered(cp, pp)
         excess = content_excess(cp, pp)
@@ -485,6 +576,7 @@ class CriticalChecker:
         )
         det: dict[str, object] = {"peers_with_gap": omitted.peers_with}
         if omitted.share > 0 and omitted.example:
+            det["spans"] = [list(omitted.span)] if omitted.span else []
             det["summary"] = (
                 f"omission: {omitted.peers_with}/{n} peers have content the candidate does not cover, "
                 f"e.g. \u201c{_clip(omitted.example)}\u201d"
@@ -495,6 +587,7 @@ class CriticalChecker:
         added_share = min(extra.share, excess)
         det = {"unmatched": round(extra.share, 4), "excess": round(excess, 4), "peers_with_gap": extra.peers_with}
         if added_share > 0 and extra.example:
+            det["spans"] = [list(extra.span)] if extra.span else []
             det["summary"] = (
                 f"addition: {excess:.0%} more content than the peers, and content no peer has "
                 f"({extra.peers_with}/{n} peers), e.g. \u201c{_clip(extra.example)}\u201d"
@@ -512,8 +605,9 @@ class CriticalChecker:
             return SignalSkipped(reason="no passage-level negation count")
         lead = flip if flip.value >= count.value and flip.detail.get("summary") else count
         detail: dict[str, object] = {"flip": flip.value, "count": count.value}
-        if "summary" in lead.detail:
-            detail["summary"] = lead.detail["summary"]
+        for key in ("summary", "spans"):
+            if key in lead.detail:
+                detail[key] = lead.detail[key]
         return SignalValue(value=round((flip.value + count.value) / 2, 4), detail=detail)
 
     def _name_label(self, key: str) -> str:

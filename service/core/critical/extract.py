@@ -50,6 +50,7 @@ class Content:
         "neg_weak",
         "numbers",
         "numbers_weak",
+        "places",
         "terms",
     )
 
@@ -64,6 +65,14 @@ class Content:
         self.terms: Counter[str] = Counter()
         self.folded = ""
         self.clauses: Parsed | None = None  # English only: clauses for the located peer comparisons
+        # English only: (kind, item) -> character offsets of its mentions ("number", 4), ("name", key), ("term", key)
+        self.places: dict[tuple[str, object], list[tuple[int, int]]] = {}
+
+    def where(self, kind: str, item: object) -> list[tuple[int, int]]:
+        return self.places.get((kind, item), [])
+
+    def _at(self, kind: str, item: object, start: int, end: int) -> None:
+        self.places.setdefault((kind, item), []).append((start, end))
 
 
 def number_word(v: int) -> str:
@@ -164,21 +173,27 @@ class Extractor:
         c = Content()
         c.clauses = parse(text)
         c.folded = " ".join(fold(t.text) for t in word_tokens(text))
-        for kind, value, _, _ in self.english_marks(text):
+        # the counts and their places (a finding's spans) come from the one walk of ``english_marks``
+        for kind, value, start, end in self.english_marks(text):
             if kind == "number":
                 c.numbers[int(value)] += 1
+                c._at("number", int(value), start, end)
             elif kind == "number_weak":
                 c.numbers_weak.add(int(value))
             elif kind == "negator":
                 c.neg += 1
             elif kind == "name":
                 c.names.add(str(value))
+                c._at("name", str(value), start, end)
             elif kind == "name_unknown":
                 c.names_unknown.add(str(value))
+                c._at("name", str(value), start, end)
             elif kind == "term":
                 c.terms[str(value)] += 1
+                c._at("term", str(value), start, end)
             else:  # "list"
                 c.lists.add(int(value))
+                c._at("list", int(value), start, end)
         return c
 
     def english_marks(self, text: str) -> Iterator[Mark]:

@@ -1,0 +1,465 @@
+"""Source coverage through the translation lexicon: which Pali content a candidate renders, compared with its peers.
+
+The lexicon says which English words render each source stem. Every candidate of a passage is read against the
+same source, so the peers' consensus tells what a faithful rendering of *this* passage looks like, and the
+candidate is compared with that, not with a fixed rule:
+
+- **omission**: source stems most peers render that the candidate renders nowhere (or fewer times than they do);
+- **addition**: candidate sentences whose content no source stem licenses and no peer shares;
+- **substitution**: a source stem the candidate renders fewer times than the peers, with a word in its place that
+  renders another Pali stem, one absent from the source ("happiness", a rendering of sukha, where the source says
+  dukkha and the peers "suffering");
+- **negation**: negators per source clause (na, no, mā, natthi, and a-/an- privatives the lexicon renders with
+  "not", "un-", "without"), the candidate's and each peer's counted in the clauses aligned to it (a monotone
+  alignment by lexical matches), a flip being a clause where the candidate differs from the peers' agreeing count.
+
+Each finding carries character offsets in the candidate and reviewer wording.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+from service.core.critical.renderings import EN_NEGATORS, TranslationLexicon, content_word, negative_word
+from service.core.critical.tokens import en_stem, pali_stem, pali_tokens
+from service.core.types import SignalResult, SignalSkipped, SignalValue
+
+__all__ = ["COVERAGE_SIGNALS", "PassageCoverage", "SourceView", "TextView"]
+
+COVERAGE_SIGNALS = ("source_omission", "unlicensed_content", "term_substitution", "negation_source")
+NEEDS_PEERS = "needs at least two peer translations of the same passage"
+
+_WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
+_NT = re.compile(r"n['’]t\b", re.IGNORECASE)
+# clause ends in both languages: sentence and clause punctuation, dashes
+_CLAUSE_END = re.compile(r"[.;:?!,\u2014\u2013]+[\"”’']?(?=\s|$)|\u2014")
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"”’']?\s+")
+
+RENDER_MIN = 0.05  # a rendering at least this likely counts as the source stem rendered
+CONTENT_MIN = 0.15  # a source stem whose best rendering is at least this likely is content (not a particle)
+LICENSE_MIN = 0.03  # any lexicon link at all licenses an English word
+SOURCE_OF_MIN = 0.2  # an English word is "a rendering of" a Pali stem at this p(stem | word)
+MAJORITY = 0.7  # share of peers that makes a rendering the consensus
+_PREFIX = 5
+
+
+class SourceView:
+    """The source passage read through the lexicon: its content stems, their renderings, its clauses' negators."""
+
+    def __init__(self, text: str, lex: TranslationLexicon) -> None:
+        self.lex = lex
+        self.clauses: list[tuple[list[str], int, str]] = []  # (stems, negators, text)
+        self.display: dict[str, str] = {}
+        stems: Counter[str] = Counter()
+        for piece in _split(text):
+            toks = pali_tokens(piece)
+            st = [pali_stem(t) for t in toks]
+            for t, s in zip(toks, st, strict=True):
+                self.display.setdefault(s, t)
+            self.clauses.append((st, sum(1 for t in toks if lex.is_negator(t)), piece.strip()))
+            stems.update(st)
+        self.stems = stems
+        self.render: dict[str, dict[str, float]] = {}
+        for s in stems:
+            r = lex.render.get(s)
+            if r and max(r.values()) >= CONTENT_MIN:
+                # a rendering both ways (the stem is among the word's sources too), or a dominant one: a word that
+                # merely travels with the stem (cattāro ... "mendicants") is not its rendering
+                self.render[s] = {
+                    e: p
+                    for e, p in r.items()
+                    if e not in EN_NEGATORS and (p >= 0.3 or (p >= RENDER_MIN and s in lex.source_of.get(e, ())))
+                }
+        # English words some source stem licenses (any link, either direction)
+        self.licensed: set[str] = {e for s in stems for e in lex.render.get(s, ())}
+        self.stem_set = frozenset(stems)
+        # stems are crude (bhikkhave -> bhikkhav, bhikkhu -> bhikkh): five letters decide "the same word"
+        self.prefixes = frozenset(s[:_PREFIX] for s in stems if len(s) >= 3)
+        # the source stems each English word renders
+        self.rendered_by: dict[str, list[str]] = {}
+        for s, r in self.render.items():
+            for e in r:
+                self.rendered_by.setdefault(e, []).append(s)
+        # source clause index per rendering word, for the clause alignment
+        self.clause_of: dict[str, set[int]] = {}
+        for i, (st, _, _) in enumerate(self.clauses):
+            for s in st:
+                for e in self.render.get(s, ()):
+                    self.clause_of.setdefault(e, set()).add(i)
+
+    def licenses(self, e: str) -> bool:
+        if e in self.licensed:
+            return True
+        back = self.lex.source_of.get(e) or {}
+        return any(self.has(s) for s in back)
+
+    def has(self, stem: str) -> bool:
+        """Whether the source has this Pali stem (or one with its first five letters)."""
+        return stem in self.stem_set or stem[:_PREFIX] in self.prefixes
+
+
+def _split(text: str) -> list[str]:
+    out, at = [], 0
+    for m in _CLAUSE_END.finditer(text):
+        out.append(text[at : m.end()])
+        at = m.end()
+    if text[at:].strip():
+        out.append(text[at:])
+    return [p for p in out if p.strip()]
+
+
+class TextView:
+    """An English text as stems with offsets, grouped in clauses and sentences."""
+
+    def __init__(self, text: str, lex: TranslationLexicon) -> None:
+        self.text = text
+        nt_at = {m.start() + 2 for m in _NT.finditer(text)}
+        self.stems: list[str] = []
+        self.spans: list[tuple[int, int]] = []
+        self.neg: list[bool] = []
+        for m in _WORD.finditer(text):
+            low = m.group(0).lower()
+            if m.start() in nt_at and low == "t":
+                low = "not"
+            elif m.end() + 1 in nt_at and low.endswith("n"):
+                low = low[:-1]
+            st = en_stem(low)
+            self.stems.append(st)
+            self.spans.append((m.start(), m.end()))
+            self.neg.append(st in EN_NEGATORS or (negative_word(st) and st in lex.negative_renderings))
+        self.content = [content_word(s) and s not in EN_NEGATORS for s in self.stems]
+        self.counts: Counter[str] = Counter(s for s, c in zip(self.stems, self.content, strict=True) if c)
+        self.size = sum(self.counts.values())
+        self.clauses = _groups(text, self.spans, _CLAUSE_END, after=True)
+        self.sentences = _groups(text, self.spans, _SENTENCE_END, after=False)
+        self.clause_neg = [sum(1 for t in rng if self.neg[t]) for rng in self.clauses]
+        self.at: dict[str, list[int]] = {}  # stem -> its token indices
+        for t, st in enumerate(self.stems):
+            self.at.setdefault(st, []).append(t)
+
+    def span_of(self, tokens: range) -> tuple[int, int]:
+        return (self.spans[tokens.start][0], self.spans[tokens.stop - 1][1])
+
+    def after(self, tokens: range) -> int:
+        """The offset just after these tokens and the punctuation that closes them (where a clause would follow)."""
+        end = self.spans[tokens.stop - 1][1]
+        while end < len(self.text) and not self.text[end].isspace() and not self.text[end].isalnum():
+            end += 1
+        return end
+
+
+def _groups(text: str, spans: list[tuple[int, int]], pattern: re.Pattern[str], *, after: bool) -> list[range]:
+    """Token index ranges of the clauses (or sentences) of ``text``, empty ones dropped."""
+    cuts = [m.end() if after else m.start() for m in pattern.finditer(text)]
+    out: list[range] = []
+    k = start = 0
+    for cut in [*cuts, len(text) + 1]:
+        while k < len(spans) and spans[k][0] < cut:
+            k += 1
+        if k > start:
+            out.append(range(start, k))
+            start = k
+    return out
+
+
+class _Counts:
+    """How often a text renders each source stem (tokens whose stem is among its renderings)."""
+
+    def __init__(self, src: SourceView, view: TextView) -> None:
+        self.hits = {s: sum(view.counts.get(e, 0) for e in r) for s, r in src.render.items()}
+
+
+class PassageCoverage:
+    """The four coverage signals of every candidate of a passage, each against the others as peers."""
+
+    def __init__(self, lex: TranslationLexicon, source: str, candidates: Sequence[str]) -> None:
+        self.lex = lex
+        self.src = SourceView(source, lex)
+        self.views = [TextView(c, lex) for c in candidates]
+        self.counts = [_Counts(self.src, v) for v in self.views]
+        self._align = [self._clause_alignment(v) for v in self.views]
+        self._neg: np.ndarray | None = None  # negators per source clause of every text, computed on first use
+        self._local: dict[int, Counter[tuple[str, int]]] = {}
+
+    def signals(self, i: int) -> dict[str, SignalResult]:
+        n = len(self.views) - 1
+        if n < 2:
+            return {name: SignalSkipped(reason=NEEDS_PEERS) for name in COVERAGE_SIGNALS}
+        if not self.src.render:
+            reason = "no source word is in the translation lexicon"
+            return {name: SignalSkipped(reason=reason) for name in COVERAGE_SIGNALS}
+        peers = [k for k in range(len(self.views)) if k != i]
+        return {
+            "source_omission": self._omission(i, peers),
+            "unlicensed_content": self._addition(i, peers),
+            "term_substitution": self._substitution(i, peers),
+            "negation_source": self._negation(i, peers),
+        }
+
+    # ------------------------------------------------------------------------------------------------ omission
+    def _omission(self, i: int, peers: list[int]) -> SignalValue:
+        n = len(peers)
+        cand = self.counts[i].hits
+        expected = lost = 0.0
+        missing: list[tuple[float, str]] = []
+        for s in self.src.render:
+            ph = [self.counts[k].hits[s] for k in peers]
+            share = sum(1 for h in ph if h > 0) / n
+            if share < 0.5:
+                continue
+            med = statistics.median(ph)
+            expected += med
+            lost += max(0.0, med - cand[s])
+            if cand[s] == 0 and share >= MAJORITY:
+                missing.append((share, s))
+        value = lost / expected if expected else 0.0
+        detail: dict[str, object] = {"renderings_expected": round(expected, 1), "missing_stems": len(missing)}
+        if missing and value > 0:
+            missing.sort(key=lambda m: (-m[0], m[1]))
+            words = ", ".join(
+                f"{self.src.display.get(s, s)} ({round(sh * n)}/{n} peers: {self._peer_word(s, peers)})"
+                for sh, s in missing[:3]
+            )
+            gap = self._gap(i, [s for _, s in missing])
+            detail["summary"] = (
+                f"omission: the candidate renders {value:.0%} fewer of the source's words than its peers; "
+                f"nowhere: {words}"
+            )
+            detail["spans"] = [[gap, gap]]
+        return SignalValue(value=round(min(1.0, value), 4), detail=detail)
+
+    def _peer_word(self, s: str, peers: list[int]) -> str:
+        """The rendering of source stem ``s`` the peers use most."""
+        votes: Counter[str] = Counter()
+        for k in peers:
+            for e in self.src.render[s]:
+                votes[e] += self.views[k].counts.get(e, 0)
+        return votes.most_common(1)[0][0] if votes else s
+
+    def _gap(self, i: int, missing: list[str]) -> int:
+        """Where the missing content would sit in the candidate: after the clause aligned to the source clause
+        before the first source clause holding a missing stem."""
+        first = next((j for j, (st, _, _) in enumerate(self.src.clauses) if any(s in missing for s in st)), 0)
+        align = self._align[i]
+        view = self.views[i]
+        before = [c for c, a in enumerate(align) if a < first]
+        if not before or not view.clauses:
+            return 0
+        return view.after(view.clauses[before[-1]])
+
+    # ------------------------------------------------------------------------------------------------ addition
+    def _addition(self, i: int, peers: list[int]) -> SignalValue:
+        view = self.views[i]
+        shared: set[str] = set()
+        for k in peers:
+            shared |= self.views[k].counts.keys()
+        total = max(1, view.size)
+        worst, worst_range, added = 0, None, 0
+        for rng in view.sentences:
+            words = [view.stems[t] for t in rng if view.content[t]]
+            unsupported = [e for e in words if e not in shared and not self.src.licenses(e)]
+            if len(unsupported) >= 2 and 2 * len(unsupported) >= len(words):
+                added += len(unsupported)
+                if len(unsupported) > worst:
+                    worst, worst_range = len(unsupported), rng
+        value = added / total
+        detail: dict[str, object] = {"unsupported_words": added}
+        if worst_range is not None:
+            a, b = view.span_of(worst_range)
+            detail["summary"] = (
+                f"addition: {added} content words that no source word licenses and no peer has, e.g. "
+                f"\u201c{_clip(view.text[a:b])}\u201d"
+            )
+            detail["spans"] = [[a, b]]
+        return SignalValue(value=round(min(1.0, value), 4), detail=detail)
+
+    # ------------------------------------------------------------------------------------------------ substitution
+    def _local_hits(self, k: int) -> Counter[tuple[str, int]]:
+        """(source stem, source clause) -> how often text ``k`` renders the stem in clauses aligned to that clause or
+        to one next to it."""
+        cached = self._local.get(k)
+        if cached is not None:
+            return cached
+        view, own = self.views[k], Counter[tuple[str, int]]()
+        for j, a in enumerate(self._align[k]):
+            for t in view.clauses[j]:
+                for s in self.src.rendered_by.get(view.stems[t], ()):
+                    own[(s, a)] += 1
+        # summed over the window of each source clause (the one before, itself, the one after)
+        out = Counter[tuple[str, int]]()
+        for (s, c), v in own.items():
+            for a in (c - 1, c, c + 1):
+                out[(s, a)] += v
+        self._local[k] = out
+        return out
+
+    def _substitution(self, i: int, peers: list[int]) -> SignalValue:
+        """A word no source stem licenses, that few peers use, a strong rendering of some other Pali stem, sitting
+        where the peers render a source stem the candidate does not render there (clauses aligned to the same
+        source clause, give or take one)."""
+        n = len(peers)
+        view = self.views[i]
+        n_src = len(self.src.clauses)
+        clause_of_token = [0] * len(view.stems)
+        for j, a in enumerate(self._align[i]):
+            for t in view.clauses[j]:
+                clause_of_token[t] = a
+        mine = self._local_hits(i)
+        theirs = [self._local_hits(k) for k in peers]
+        best, what = 0.0, None
+        peer_counts: dict[tuple[str, int], list[int]] = {}
+        for w in view.counts:
+            users = sum(1 for k in peers if self.views[k].counts.get(w, 0))
+            if users > n / 3:
+                continue
+            origin = self.lex.best_source(w)
+            if origin is None or origin[1] < SOURCE_OF_MIN:
+                continue
+            licensed = self.src.licenses(w)
+            strength = (1.0 - users / n) * min(1.0, origin[1] / 0.5) * (0.5 if licensed else 1.0)
+            if strength <= best:
+                continue
+            for t in view.at[w]:
+                a = clause_of_token[t]
+                window = range(max(0, a - 1), min(n_src, a + 2))
+                for s in {s for c in window for s in self.src.clauses[c][0] if s in self.src.render}:
+                    if s[:_PREFIX] == origin[0][:_PREFIX] or w in self.src.render[s]:
+                        continue  # w renders s itself: a synonym, not a substitution
+                    cand_c = mine.get((s, a), 0)
+                    peer_c = peer_counts.get((s, a))
+                    if peer_c is None:
+                        peer_c = peer_counts[(s, a)] = [h.get((s, a), 0) for h in theirs]
+                    if statistics.median(peer_c) <= cand_c:
+                        continue
+                    share = sum(1 for x in peer_c if x > cand_c) / n
+                    score = share * strength
+                    if score > best:
+                        best, what = score, (s, w, origin[0], share, licensed)
+        if what is None:
+            return SignalValue(value=0.0)
+        s, w, other, share, licensed = what
+        places = [list(view.spans[t]) for t in view.at[w]]
+        said = view.text[places[0][0] : places[0][1]] if places else w
+        absent = "which is in the source too" if licensed else "which is not in the source"
+        summary = (
+            f"term: the source's {self.src.display.get(s, s)} is rendered by {round(share * n)}/{n} peers as "
+            f"{self._peer_word(s, peers)} here; the candidate has {said}, a rendering of "
+            f"{self._pali_display(other)}, {absent}"
+        )
+        return SignalValue(value=round(best, 4), detail={"summary": summary, "spans": places})
+
+    def _pali_display(self, stem: str) -> str:
+        return self.src.display.get(stem, stem + "-")
+
+    # ------------------------------------------------------------------------------------------------ negation
+    def _clause_alignment(self, view: TextView) -> list[int]:
+        """Source clause index per candidate clause: monotone, maximising lexical matches (a dynamic programme with
+        a small pull towards the proportional position)."""
+        n_src, n_cl = len(self.src.clauses), len(view.clauses)
+        if not n_cl or not n_src:
+            return [0] * n_cl
+        match = np.zeros((n_cl, n_src))
+        for j, rng in enumerate(view.clauses):
+            for t in rng:
+                for s_idx in self.src.clause_of.get(view.stems[t], ()):
+                    match[j, s_idx] += 1.0
+        pos = np.abs((np.arange(n_cl)[:, None] + 0.5) / n_cl - (np.arange(n_src)[None, :] + 0.5) / n_src)
+        gain = match - 0.5 * pos
+        best = np.empty_like(gain)
+        back = np.zeros((n_cl, n_src), dtype=np.int64)
+        best[0] = gain[0]
+        for j in range(1, n_cl):
+            run = np.maximum.accumulate(best[j - 1])
+            # index of the running maximum (the source clause the previous candidate clause took)
+            idx = np.arange(n_src)
+            is_new = np.concatenate(([True], best[j - 1][1:] > run[:-1]))
+            arg = np.maximum.accumulate(np.where(is_new, idx, 0))
+            best[j] = gain[j] + run
+            back[j] = arg
+        out = [0] * n_cl
+        out[-1] = int(np.argmax(best[-1]))
+        for j in range(n_cl - 1, 0, -1):
+            out[j - 1] = int(back[j][out[j]])
+        return out
+
+    def _neg_per_source(self, k: int) -> np.ndarray:
+        view = self.views[k]
+        out = np.zeros(len(self.src.clauses))
+        for j, a in enumerate(self._align[k]):
+            out[a] += view.clause_neg[j]
+        return out
+
+    def _negation(self, i: int, peers: list[int]) -> SignalValue:
+        n = len(peers)
+        n_src = len(self.src.clauses)
+        if n_src == 0 or not self.views[i].clauses:
+            return SignalValue(value=0.0)
+        if self._neg is None:
+            self._neg = np.stack([self._neg_per_source(k) for k in range(len(self.views))])
+        cand = self._neg[i]
+        peer = self._neg[peers]
+        src = np.array([c[1] for c in self.src.clauses], dtype=float)
+        # every source clause c in three windows: c alone, with the one before, with the one after; a flip shows in
+        # all three, a negator the alignment put one clause off cancels in one of them
+        score = np.ones(n_src)
+        direction = np.zeros(n_src)
+        idx = np.arange(n_src)
+        cs_c = np.concatenate(([0.0], np.cumsum(cand)))
+        cs_p = np.concatenate((np.zeros((peer.shape[0], 1)), np.cumsum(peer, axis=1)), axis=1)
+        cs_s = np.concatenate(([0.0], np.cumsum(src)))
+        for lo_shift, hi_shift in ((0, 1), (-1, 1), (0, 2)):
+            lo, hi = np.maximum(0, idx + lo_shift), np.minimum(n_src, idx + hi_shift)
+            cv, pv, sv = cs_c[hi] - cs_c[lo], cs_p[:, hi] - cs_p[:, lo], cs_s[hi] - cs_s[lo]
+            med = np.median(pv, axis=0)
+            d = np.sign(med - cv)  # 1: the peers negate more (the candidate dropped one)
+            agree = np.where(direction == 0, d, np.where(direction == d, d, 0))
+            share = np.where(d > 0, (pv > cv).mean(axis=0), (pv < cv).mean(axis=0))
+            near_peers, near_cand = np.abs(sv - med), np.abs(sv - cv)
+            factor = np.where(near_peers < near_cand, 1.0, np.where(near_peers == near_cand, 0.6, 0.3))
+            score = np.minimum(score, np.where(agree != 0, share * factor, 0.0))
+            direction = agree
+        at = int(np.argmax(score))
+        best, side = float(score[at]), int(direction[at])
+        if best <= 0:
+            at = -1
+        if at < 0:
+            return SignalValue(value=0.0)
+        view = self.views[i]
+        mine = [j for j, a in enumerate(self._align[i]) if a == at]
+        spans = [list(view.span_of(view.clauses[j])) for j in mine]
+        if not spans:  # nothing of the candidate aligned there: the place after the clause before
+            gap = self._gap_at(i, at)
+            spans = [[gap, gap]]
+        text = view.text[spans[0][0] : spans[-1][1]]
+        there = f"\u201c{_clip(text)}\u201d" if text.strip() else "nothing of it there"
+        pali = _clip(self.src.clauses[at][2], 80)
+        differ = int(np.sum(peer[:, at] != cand[at]))
+        if side > 0:
+            summary = (
+                f"negation: the source clause \u201c{pali}\u201d has {int(src[at])} negator(s) and {differ}/{n} peers "
+                f"negate there; the candidate does not: {there}"
+            )
+        else:
+            summary = (
+                f"negation: the candidate negates {there} where the source clause \u201c{pali}\u201d "
+                f"has {int(src[at])} negator(s) and {differ}/{n} peers do not negate"
+            )
+        return SignalValue(
+            value=round(best, 4),
+            detail={"summary": summary, "spans": spans, "dropped": side > 0},
+        )
+
+    def _gap_at(self, i: int, source_clause: int) -> int:
+        view = self.views[i]
+        before = [j for j, a in enumerate(self._align[i]) if a < source_clause]
+        return view.after(view.clauses[before[-1]]) if before else 0
+
+
+def _clip(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

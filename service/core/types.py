@@ -12,8 +12,9 @@ Severity = Literal["critical", "major", "minor", "info"]
 
 
 class Span(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """Where a finding sits in the candidate: character offsets ``[start, end)`` into its text as submitted (Python
-    string indices, i.e. code points). ``start == end`` marks a place where something is missing."""
+    """Where a finding sits in the candidate: character offsets ``[start, end)`` into its text in NFC (Python string
+    indices, i.e. code points; the same as submitted for composed text). ``start == end`` marks a place where
+    something is missing."""
 
     start: int
     end: int

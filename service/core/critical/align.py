@@ -140,7 +140,6 @@ def parse(text: str) -> Parsed:
     return Parsed(clauses, bag, places)
 
 
-
 def _dice(a: frozenset[str], b: frozenset[str]) -> float:
     return 2 * len(a & b) / (len(a) + len(b))
 

@@ -56,7 +56,7 @@ def locate(flag: Flag, candidate: str, peers: Sequence[str] = ()) -> Highlights:
 
 def _recorded(flag: Flag, size: int) -> list[Span] | None:
     """Spans the flag carries itself (the checks' own record, once they keep one), clipped to the text."""
-    raw: Any = getattr(flag, "spans", None)
+    raw: Any = getattr(flag, "spans", None) or None  # no spans recorded (a result stored before they were)
     if raw is None:
         one = getattr(flag, "span", None)
         raw = None if one is None else [one]

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from arq.constants import expires_extra_ms, in_progress_key_prefix
+from redis.exceptions import ConnectionError, WatchError
 
 __all__ = [
     "FLOOR",
@@ -159,15 +160,20 @@ async def enqueue_many(
     queue = pool.default_queue_name
     starts = await _reserve(pool, queue, lane, tenant, [cost for _, _, cost in jobs])
     for (args, job_id, _), start in zip(jobs, starts, strict=True):
-        await pool.enqueue_job(
-            function,
-            tenant,
-            *args,
-            _job_id=job_id,
-            # ARQ takes the score from this instant (ms); every floor is in the past, so the job is due at once
-            _defer_until=_instant(FLOOR[lane] + start),
-            _expires=JOB_EXPIRES_MS,
-        )
+        try:
+            await pool.enqueue_job(
+                function,
+                tenant,
+                *args,
+                _job_id=job_id,
+                # ARQ takes the score from this instant (ms); every floor is in the past, so the job is due at once
+                _defer_until=_instant(FLOOR[lane] + start),
+                _expires=JOB_EXPIRES_MS,
+            )
+        except WatchError as exc:
+            # ARQ settles a lost race for the job id itself (its WatchError at EXEC): one that escapes is redis-py's
+            # word for a connection lost while watching, i.e. Redis went away: retried like any connection error
+            raise ConnectionError(f"Redis connection lost while queueing {job_id}: {exc}") from exc
 
 
 async def enqueue(pool: Any, function: str, tenant: str, *args: Any, job_id: str, lane: Lane, cost: int = 1) -> None:

@@ -374,9 +374,14 @@ def _complete_once(client: Client, aids: list[str]) -> None:
     for got in client.wait_done(aids):
         assert got["status"] == "done", got
         assert sorted(c["id"] for c in got["candidates"]) == sorted(c["id"] for c in EXAMPLE["candidates"])
-    items = [it for it in client.queue_items() if it["assessment_id"] in aids]
-    keys = [(it["assessment_id"], it["candidate_id"]) for it in items]
-    assert len(keys) == len(set(keys)) == len(aids) * len(EXAMPLE["candidates"]), keys
+    want = len(aids) * len(EXAMPLE["candidates"])
+    deadline = time.monotonic() + 30  # the review items follow the final result (the tail), a moment later
+    while True:
+        keys = [(it["assessment_id"], it["candidate_id"]) for it in client.queue_items() if it["assessment_id"] in aids]
+        if len(keys) >= want or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert len(keys) == len(set(keys)) == want, keys
 
 
 def _verdict(client: Client, item_id: str, reviewer: str, timeout: float = 60) -> httpx.Response:

@@ -168,3 +168,28 @@ def test_a_retried_interactive_job_rejoins_its_lane_ahead_of_bulk(client: Any, s
     after = sum(started[f"{a}:cheap"] > started[f"{single}:cheap"] for a in batch)
     # without the hooks the retry (at ARQ's "now + 0.2 s") would run after every bulk job
     assert after >= 6, after
+
+
+async def test_a_connection_lost_while_arq_watches_the_job_key_is_a_connection_error() -> None:
+    """redis-py turns a connection lost during WATCH into a WatchError, which ARQ does not catch there: lanes say what
+    it is (a connection error: the API answers 503, a worker retries), never a 500 from an unknown error."""
+
+    class LostWhileWatching:
+        default_queue_name = f"trisk:test:{uuid.uuid4().hex[:8]}:queue"
+
+        def __init__(self) -> None:
+            self.redis = Redis.from_url(TEST_REDIS_URL)
+
+        async def eval(self, *args: Any) -> Any:
+            return await self.redis.eval(*args)
+
+        async def enqueue_job(self, *args: Any, **kwargs: Any) -> None:
+            raise redis.exceptions.WatchError("A ConnectionError occurred on while watching one or more keys")
+
+    pool = LostWhileWatching()
+    try:
+        with pytest.raises(redis.exceptions.ConnectionError):
+            await lanes.enqueue(pool, "assess_cheap", "t", "a1", job_id="a1:cheap", lane="interactive")
+    finally:
+        await pool.redis.delete(f"{pool.default_queue_name}:lane:interactive")
+        await pool.redis.aclose()

@@ -411,7 +411,7 @@ async def assess_cheap(ctx: dict[str, Any], tenant: str, aid: str) -> str:
                 if ctx.get("llm") is None:
                     # this worker holds no provider (the one place that decides): the tier reads skipped, and the
                     # cheap result is the final one
-                    await _stop_llm_tier(ctx, state, "skipped", NO_PROVIDER)
+                    await _end_with_cheap(ctx, state, "skipped", NO_PROVIDER)
                     return "done; llm skipped"
                 await publish_cheap(ctx, state)
                 await _queue_llm(ctx, state.meta)
@@ -513,13 +513,14 @@ async def assess_llm(ctx: dict[str, Any], tenant: str, aid: str) -> str:
         raise Retry(defer=2)  # the cheap part is not stored yet (should not happen: it enqueues us)
     if await _gave_up(ctx, state):
         return "gave up"
-    if ctx.get("llm") is None and state.final is None and state.llm is None:
-        # queued by a worker with a provider, taken by one without: this one cannot judge, so the tier reads skipped
-        await _stop_llm_tier(ctx, state, "skipped", NO_PROVIDER)
-        return "done; llm skipped"
     started = time.monotonic()
     guard: Any = None
     try:
+        if ctx.get("llm") is None and state.final is None and state.llm is None:
+            # queued by a worker with a provider, taken by one without: this one cannot judge, so the tier reads
+            # skipped (a store or Redis that fails meanwhile is retried like any other failure)
+            await _end_with_cheap(ctx, state, "skipped", NO_PROVIDER)
+            return "done; llm skipped"
         if state.final is None and state.llm is None:
             guard = await _llm_guard(ctx, state)
             part = await _run_llm_tier(ctx, state, guard)
@@ -693,19 +694,27 @@ async def _stop_llm_tier(
     is no cheap result to end with (or Redis refuses even that: then the caller records the failure)."""
     if state.cheap is None or "llm" not in state.meta.parts:
         return False
-    store: Store = ctx["store"]
-    meta = state.meta
     try:
-        if state.final is None and state.llm is None:
-            part = _stopped_part(ctx, state, status, reason, guard)
-            if not await store.put_llm(meta.tenant, meta.id, part):
-                part = (await store.get(meta.tenant, meta.id)).llm or part
-            state.llm = part
-        await finalize(ctx, state)
+        await _end_with_cheap(ctx, state, status, reason, guard)
     except Exception as exc:
-        logger.error("assessment %s: could not end with the cheap result: %s", meta.id, _reason(exc))
+        logger.error("assessment %s: could not end with the cheap result: %s", state.meta.id, _reason(exc))
         return False
     return True
+
+
+async def _end_with_cheap(
+    ctx: dict[str, Any], state: AssessmentState, status: LLMStop, reason: str, guard: Any = None
+) -> None:
+    """Write the stopped LLM part (once) and finalize from the cheap tier; raises what fails, for the caller to retry
+    or record (``_stop_llm_tier`` is the form that never raises)."""
+    store: Store = ctx["store"]
+    meta = state.meta
+    if state.final is None and state.llm is None:
+        part = _stopped_part(ctx, state, status, reason, guard)
+        if not await store.put_llm(meta.tenant, meta.id, part):
+            part = (await store.get(meta.tenant, meta.id)).llm or part
+        state.llm = part
+    await finalize(ctx, state)
 
 
 async def _scored(ctx: dict[str, Any], state: AssessmentState) -> FinalPart:

@@ -479,6 +479,11 @@ def test_a_cluster_rehearsed_in_network_namespaces(network: Network, sn12_index:
         assert [v["reviewer"] for v in _verdicts(client, item_id)] == ["ana"]
         assert [v["reviewer"] for v in _verdicts(client, other)] == ["ben"]
         assert old_api.alive()
+    except BaseException:
+        # what each process said last: the only account of a failure once the folder is gone
+        for name, proc in cluster.procs.items():
+            print(f"----- {name} (last 3,000 characters of its log)\n{proc.tail()}")
+        raise
     finally:
         cluster.stop_all()
         subprocess.Popen(["rm", "-rf", str(root)], start_new_session=True)

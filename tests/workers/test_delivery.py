@@ -283,3 +283,31 @@ def test_a_callback_that_fails_then_succeeds_is_delivered_once(
     _redeliver(settings, "deliver_callback", aid, "callback-again")
     run_worker_burst(settings)
     assert len(receiver.bodies) == 2
+
+
+class FailsOnceAtLLMPart(Store):
+    """A store whose first write of the LLM part raises ConnectionError (a Redis or database blip)."""
+
+    def __init__(self) -> None:
+        super().__init__(Redis.from_url(TEST_REDIS_URL), retention_seconds=600)
+        self.failed = False
+
+    async def put_llm(self, tenant: str, aid: str, part: Any) -> bool:
+        if not self.failed:
+            self.failed = True
+            raise ConnectionError("injected failure of put_llm")
+        return await super().put_llm(tenant, aid, part)
+
+
+def test_a_worker_without_a_provider_retries_an_end_that_failed_and_finishes(client: Any, settings: Settings) -> None:
+    """A worker without an LLM provider ends a requested LLM tier as skipped; when the store fails while it does, the
+    job is retried (it used to report 'done; llm skipped' and leave the assessment running for good)."""
+    body = _body()
+    body["checks"] = [*body["checks"], "gemba"]
+    aid = client.post("/v1/assessments", json=body).json()["id"]
+    store = FailsOnceAtLLMPart()
+    worker = run_worker_burst(settings, ctx={"store": store, "llm": None, "retry_delay": _no_wait})
+    assert store.failed and worker.jobs_retried >= 1 and worker.jobs_failed == 0
+    got = client.get(f"/v1/assessments/{aid}").json()
+    assert got["status"] == "done", got["status"]
+    assert got["llm_tier"]["status"] == "skipped", got["llm_tier"]

@@ -2,6 +2,8 @@
 # Make sure a Redis answers at REDIS_URL (default redis://127.0.0.1:6379/0); start a local redis-server if not.
 set -euo pipefail
 url="${REDIS_URL:-redis://127.0.0.1:6379/0}"
+# as k8s/redis.yaml; the setting is declared (and documented) in service/core/settings.py
+maxmemory="${TRISK_REDIS_MAXMEMORY:-1280mb}"
 hostport="${url#redis://}"; hostport="${hostport%%/*}"; hostport="${hostport##*@}"
 host="${hostport%%:*}"; port="${hostport##*:}"; [ "$port" = "$hostport" ] && port=6379
 if redis-cli -h "$host" -p "$port" ping >/dev/null 2>&1; then
@@ -11,6 +13,9 @@ if redis-cli -h "$host" -p "$port" ping >/dev/null 2>&1; then
     got="$(redis-cli -h "$host" -p "$port" config get "${want% *}" 2>/dev/null | tail -1)"
     [ -z "$got" ] || [ "$got" = "${want#* }" ] || echo "redis: warning: ${want% *} is $got here, not ${want#* }" >&2
   done
+  # no limit: it grows until the kernel kills it rather than refusing writes it cannot hold
+  [ "$(redis-cli -h "$host" -p "$port" config get maxmemory 2>/dev/null | tail -1)" != 0 ] \
+    || echo "redis: warning: maxmemory is 0 (unlimited) here; scripts/redis.sh would set $maxmemory" >&2
   exit 0
 fi
 case "$host" in 127.0.0.1|localhost|::1) ;; *) echo "redis: nothing answers at $host:$port and it is not local" >&2; exit 1;; esac
@@ -20,9 +25,10 @@ umask 077
 mkdir -p var/redis
 chmod 700 var/redis
 # as the service's Redis runs everywhere (service/local_redis.py, k8s/redis.yaml; a test keeps them alike): every write
-# in the AOF, fsynced before Redis acknowledges it (README, "Durability"), no RDB snapshots, never evicting
+# in the AOF, fsynced before Redis acknowledges it (README, "Durability"), no RDB snapshots, never evicting: once full
+# (TRISK_REDIS_MAXMEMORY) it refuses writes, which the API answers with 503 and workers wait out
 redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --dir "$PWD/var/redis" --logfile "$PWD/var/redis/redis.log" \
-  --appendonly yes --appendfsync always --save "" --maxmemory-policy noeviction
+  --appendonly yes --appendfsync always --save "" --maxmemory-policy noeviction --maxmemory "$maxmemory"
 # with a large AOF Redis answers LOADING until it has replayed it: wait for PONG
 for _ in $(seq 300); do
   [ "$(redis-cli -h "$host" -p "$port" ping 2>/dev/null)" = PONG ] && { echo "redis: started on $port"; exit 0; }

@@ -20,7 +20,8 @@ Both the tenants' finishes and ``V`` live in one Redis hash per queue and lane, 
 API replica and worker shares them. Losing that hash (a Redis without persistence) only resets the fair shares.
 
 ARQ traps avoided here: a job key's lifetime is computed from ``score - enqueue time``, negative for these scores
-(the key would be gone at once), so :data:`JOB_EXPIRES_MS` is passed explicitly; and a job that raises ``Retry``
+(the key would be gone at once), so :data:`JOB_EXPIRES` is passed explicitly (a duration: ARQ reads a number as
+seconds); and a job that raises ``Retry``
 is put back at ``now + defer`` (wall-clock ms, so behind both lanes once due): :func:`after_job_end` records such a
 job and :func:`on_job_start` moves it back to the head of its lane when its time comes.
 """
@@ -37,7 +38,7 @@ from redis.exceptions import ConnectionError, WatchError
 
 __all__ = [
     "FLOOR",
-    "JOB_EXPIRES_MS",
+    "JOB_EXPIRES",
     "Lane",
     "after_job_end",
     "cost_of",
@@ -55,8 +56,9 @@ BULK: Lane = "bulk"
 FLOOR: dict[Lane, int] = {INTERACTIVE: 100_000_000_000, BULK: 400_000_000_000}
 # scores from here up are ARQ's own wall-clock ms (deferred retries, jobs queued without a lane)
 WALL_CLOCK = 1_000_000_000_000
-# ARQ's default lifetime of a job not deferred (a day), which its own computation would turn negative here
-JOB_EXPIRES_MS = expires_extra_ms
+# ARQ's default lifetime of a job not deferred (a day), which its own computation would turn negative here; a
+# timedelta, because ARQ takes a bare number for `_expires` as seconds (86,400,000 of them: 1,000 days)
+JOB_EXPIRES = dt.timedelta(milliseconds=expires_extra_ms)
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _STATE_TTL = 7 * 86400  # the fair-share state outlives any queued job (their keys expire after a day)
 
@@ -168,7 +170,7 @@ async def enqueue_many(
                 _job_id=job_id,
                 # ARQ takes the score from this instant (ms); every floor is in the past, so the job is due at once
                 _defer_until=_instant(FLOOR[lane] + start),
-                _expires=JOB_EXPIRES_MS,
+                _expires=JOB_EXPIRES,
             )
         except WatchError as exc:
             # ARQ settles a lost race for the job id itself (its WatchError at EXEC): one that escapes is redis-py's

@@ -201,6 +201,13 @@ class RedisSettings(SettingsGroup):
         "TRISK_RETENTION_SECONDS", 30 * 24 * 3600, "how long assessments and results are kept (0 = forever)"
     )
     queue_name: str = setting("TRISK_QUEUE_NAME", "trisk:queue", "the ARQ queue the API fills and the workers drain")
+    # read by scripts/redis.sh (its default there is this one, as k8s/redis.yaml's: tests/deploy keeps them alike);
+    # the service itself reads the limit from Redis (readiness reports the memory used against it)
+    maxmemory: str = setting(
+        "TRISK_REDIS_MAXMEMORY",
+        "1280mb",
+        "maxmemory of the Redis that scripts/redis.sh starts (make up); full, it refuses writes (noeviction)",
+    )
 
     def __post_init__(self) -> None:
         if self.password:

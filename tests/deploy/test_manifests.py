@@ -16,7 +16,7 @@ import pytest
 import yaml
 from kubernetes_validate.utils import latest_version
 
-from service.core.settings import FILE_SUFFIX, declared_settings
+from service.core.settings import FILE_SUFFIX, RedisSettings, declared_settings
 from service.local_redis import persistence_args
 from tests.deploy.support import (
     K8S,
@@ -485,6 +485,10 @@ def test_make_up_starts_redis_as_the_cluster_runs_it() -> None:
     started = _options(shlex.split(start))
     for name, value in _options(persistence_args()).items():
         assert started.get(name) == value, f"scripts/redis.sh: --{name} {started.get(name)!r}, not {value!r}"
+    # its memory limit: the documented setting, whose default is the cluster's
+    assert started.get("maxmemory") == "$maxmemory", started
+    (default,) = re.findall(r'^maxmemory="\$\{TRISK_REDIS_MAXMEMORY:-([^}]*)\}"$', script, re.M)
+    assert default == RedisSettings.from_env({}).maxmemory == _redis_conf()["maxmemory"], default
 
 
 # -- rollout, CPU and scaling

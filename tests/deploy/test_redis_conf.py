@@ -7,6 +7,7 @@ evicting, and the queue length the autoscaler reads counts the ARQ queue's jobs.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shutil
 import subprocess
@@ -155,3 +156,24 @@ def test_the_autoscaler_counts_the_arq_queue(server: Server) -> None:
     assert client.type(queue) == b"zset"
     # deferred jobs (callback retries) count too: the scaler sees work that is due later as well
     assert client.eval(KEDA_LENGTH_SCRIPT, 1, queue) == 4
+
+
+def test_make_up_starts_a_redis_that_refuses_writes_at_its_limit(tmp_path: Path) -> None:
+    """scripts/redis.sh, run for real on a free port: TRISK_REDIS_MAXMEMORY becomes Redis's maxmemory, so a full one
+    answers OOM (noeviction) instead of growing until the kernel kills it."""
+    root = Path(__file__).resolve().parents[2]
+    port = free_port()
+    env = {"PATH": os.environ["PATH"], "REDIS_URL": f"redis://127.0.0.1:{port}/0", "TRISK_REDIS_MAXMEMORY": "3mb"}
+    res = subprocess.run(
+        ["bash", str(root / "scripts" / "redis.sh")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert res.returncode == 0, res.stderr
+    client = redis.Redis(port=port)
+    try:
+        assert client.config_get("maxmemory")["maxmemory"] == str(3 << 20)
+        assert client.config_get("maxmemory-policy")["maxmemory-policy"] == "noeviction"
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            for i in range(10_000):
+                client.set(f"fill-{i}", "y" * 1024)
+    finally:
+        client.shutdown(nosave=True)

@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from service.core.judge_jobs import JobKind
 
 import httpx
-import redis.exceptions
 from arq import Retry
 from redis.asyncio import Redis
 
@@ -62,7 +61,7 @@ from service.core.records import (
     callback_events,
 )
 from service.core.redact import redact_url, remember
-from service.core.redis_client import REDIS_AWAY, waiting_retry
+from service.core.redis_client import REDIS_UNAVAILABLE, waiting_retry
 from service.core.risk import RiskRegistry
 from service.core.risk_catalog import ModelCatalog
 from service.core.sealing import Sealer
@@ -121,7 +120,7 @@ def _stopped_by_timeout(ctx: dict[str, Any], started: float, *, cheap: bool = Fa
 
 # a dependency away for a moment (Redis, the network, the provider, and the durable store: a database that fails over
 # or a partition that heals) is retried; tests/deploy/test_rehearsal.py cuts a worker off mid-job
-TRANSIENT = (UpstreamError, Unavailable, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+TRANSIENT = (UpstreamError, Unavailable, *REDIS_UNAVAILABLE, OSError)
 
 
 def retry_delay(tries: int) -> float:
@@ -206,9 +205,10 @@ async def startup(ctx: dict[str, Any]) -> None:
     if settings.jobs.worker_nice and ctx.get("nice", True):
         # the API answers in milliseconds and must not wait behind embedding batches on a shared machine
         os.nice(settings.jobs.worker_nice)
-    # commands wait for a Redis that restarts, as arq's pool does (workers/settings.py)
+    # commands wait for a Redis that restarts or refuses writes, as arq's pool does (workers/settings.py)
     client = ctx.setdefault(
-        "redis_client", Redis.from_url(settings.redis.url, retry=waiting_retry(), retry_on_error=list(REDIS_AWAY))
+        "redis_client",
+        Redis.from_url(settings.redis.url, retry=waiting_retry(), retry_on_error=list(REDIS_UNAVAILABLE)),
     )
     ctx.setdefault("store", Store(client, retention_seconds=settings.redis.retention_seconds))
     if "catalog" not in ctx:
@@ -238,7 +238,16 @@ async def startup(ctx: dict[str, Any]) -> None:
     )
     ctx.setdefault("retry_delay", retry_delay)
     if "heartbeat" not in ctx:
-        ctx["heartbeat"] = Heartbeat(client, settings.redis.queue_name, __version__, capabilities(ctx, loaded))
+        # arq's pool waits out a full Redis inside its health record's write: the heartbeat keeps that record alive
+        # meanwhile, so the liveness probe (`arq --check`) does not restart a worker that only waits
+        pool_retry = getattr(getattr(ctx.get("redis"), "connection_pool", None), "connection_kwargs", {}).get("retry")
+        ctx["heartbeat"] = Heartbeat(
+            client,
+            settings.redis.queue_name,
+            __version__,
+            capabilities(ctx, loaded),
+            pool_waiting=(lambda: getattr(getattr(pool_retry, "state", None), "waiting", 0) > 0),
+        )
         await ctx["heartbeat"].start()
     logger.info("worker ready: peer embedding %s, LLM %s", embedders.peer_signature, "on" if ctx["llm"] else "off")
 

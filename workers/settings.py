@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
-import socket
 from typing import Any
 
 from arq.connections import RedisSettings
 from arq.worker import func
 
 from service.core import lanes
-from service.core.redis_client import REDIS_AWAY, waiting_retry
+from service.core.redis_client import REDIS_UNAVAILABLE, waiting_retry
 from service.core.settings import get_settings
 from service.core.telemetry import configure_logging, logging_config, start_metrics_server
+from service.core.worker_registry import HEALTH_RECORD_TTL_MS
+from service.core.worker_registry import health_check_key as arq_health_key
 from workers import lease
 from workers.jobs import (
     CHEAP_JOB_TIMEOUT,
@@ -37,10 +38,14 @@ LLM_TIMEOUT = llm_job_timeout(_settings)
 
 
 def redis_settings(url: str) -> RedisSettings:
-    """arq's connection: every command, and every reconnect, waits for a Redis that is away, backing off up to a
-    second between tries, so the worker's loop carries on by itself when Redis is back (arq ends the worker on the
-    first error its loop sees); after about REDIS_WAIT_SECONDS it exits and its supervisor starts it again."""
-    return dataclasses.replace(RedisSettings.from_dsn(url), retry_on_error=list(REDIS_AWAY), retry=waiting_retry())
+    """arq's connection: every command, and every reconnect, waits for a Redis that is away or refuses writes,
+    backing off up to a second between tries, so the worker's loop carries on by itself when Redis is back (arq ends
+    the worker on the first error its loop sees). A Redis away for more than about REDIS_WAIT_SECONDS ends the worker
+    (its supervisor starts it again); a full one is waited out for as long as it lasts (a new worker would meet the
+    same full Redis), the health record kept alive meanwhile (service.core.worker_registry.Heartbeat)."""
+    return dataclasses.replace(
+        RedisSettings.from_dsn(url), retry_on_error=list(REDIS_UNAVAILABLE), retry=waiting_retry()
+    )
 
 
 async def on_worker_start(ctx: dict[str, Any]) -> None:
@@ -77,9 +82,8 @@ class WorkerSettings:
     on_job_end = lease.release
     redis_settings = redis_settings(_settings.redis.url)
     queue_name = _settings.redis.queue_name
-    # one key per host (a pod runs one worker): a live worker elsewhere must not keep this one's liveness green
-    health_check_key = f"{_settings.redis.queue_name}:health-check:{socket.gethostname()}"
-    health_check_interval = 10
+    health_check_key = arq_health_key(_settings.redis.queue_name)
+    health_check_interval = HEALTH_RECORD_TTL_MS // 1000 - 1  # arq's record lives this + 1 s
     # on SIGTERM, running jobs get this long to finish before they are cancelled (and run again elsewhere)
     job_completion_wait = CHEAP_JOB_TIMEOUT
     # embeddings are CPU-bound and run in a thread; a few jobs at once keep the cores busy without thrashing

@@ -14,7 +14,7 @@ from litestar.status_codes import HTTP_400_BAD_REQUEST, HTTP_500_INTERNAL_SERVER
 
 from service.core.errors import TriskError
 from service.core.redact import scrub
-from service.core.redis_client import REDIS_AWAY, redis_unavailable
+from service.core.redis_client import REDIS_UNAVAILABLE, redis_unavailable
 
 __all__ = [
     "PROBLEM_JSON",
@@ -101,7 +101,8 @@ def _trisk_error(request: Request[Any, Any, Any], exc: TriskError) -> Response[A
 
 
 def _redis_away(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
-    # wherever a handler, guard or dependency touched Redis while it restarts: a 503 to retry, never a 500
+    # wherever a handler, guard or dependency touched Redis while it restarts or refuses writes (full, read-only):
+    # a 503 to retry, never a 500
     return _trisk_error(request, redis_unavailable(exc))
 
 
@@ -145,7 +146,7 @@ def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Any
 
 exception_handlers: dict[Any, Any] = {
     TriskError: _trisk_error,
-    **dict.fromkeys(REDIS_AWAY, _redis_away),
+    **dict.fromkeys(REDIS_UNAVAILABLE, _redis_away),
     ValidationException: _validation_error,
     NotFoundException: _http_error,
     HTTPException: _http_error,

@@ -17,6 +17,7 @@ the two steps leaves its reservation counted (the day ends under budget, never o
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import math
 import time
 from collections import OrderedDict
@@ -25,11 +26,17 @@ from typing import Any
 
 import msgspec
 
+from service.core.redis_client import REDIS_REFUSING, redis_unavailable
+
 __all__ = ["Decision", "FailureLimiter", "RateLimiter", "Reservation", "SpendExhausted", "SpendMeter", "charged_to"]
+
+logger = logging.getLogger("trisk.ratelimit")
 
 # KEYS: key counter, tenant counter. ARGV: key limit, tenant limit (0 = none), window seconds.
 # Returns {allowed (1/0), key remaining, tenant remaining, seconds to the window's end, which limit refused}.
-_CHECK = """
+# allow-oom: the limits hold while Redis is full (its counters are a few bytes per issued key and tenant, gone after
+# two windows), and a request that needs no Redis write of its own (a verdict, a read) is not refused for it
+_CHECK = """#!lua flags=allow-oom
 local t = redis.call('TIME')
 local now = tonumber(t[1])
 local window = tonumber(ARGV[3])
@@ -149,8 +156,15 @@ class FailureLimiter:
         return max(1, math.ceil(left))
 
     async def record(self, address: str) -> int:
-        """Count a failure of ``address``; the seconds it is refused from now on (0 = still within its limit)."""
-        n, reset = await self._fail(keys=[self.prefix + address], args=[self.window])
+        """Count a failure of ``address``; the seconds it is refused from now on (0 = still within its limit). A Redis
+        that refuses writes (full) leaves the failure uncounted, said in the log: the answer stays the 401 it is.
+        Unlike the request limits, these counters are not written past a full Redis, since their keys are as many as
+        the addresses a client can send from."""
+        try:
+            n, reset = await self._fail(keys=[self.prefix + address], args=[self.window])
+        except REDIS_REFUSING as exc:
+            logger.warning("failed authentication from %s not counted: %s", address, redis_unavailable(exc).detail)
+            return 0
         if int(n) <= self.per_window:
             return 0
         self._blocked[address] = time.monotonic() + int(reset)

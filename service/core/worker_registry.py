@@ -17,6 +17,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -29,6 +30,7 @@ __all__ = [
     "IndexState",
     "JudgeConfig",
     "WorkerRecord",
+    "health_check_key",
     "live_workers",
     "record_key",
     "registry_key",
@@ -97,14 +99,45 @@ def record_key(queue: str, wid: str) -> str:
 _decoder = msgspec.json.Decoder(WorkerRecord)
 
 
-async def _write(redis: Any, record: WorkerRecord) -> None:
-    now = record.last_seen
-    pipe = redis.pipeline(transaction=False)
-    pipe.set(record_key(record.queue, record.worker_id), msgspec.json.encode(record), ex=RECORD_TTL_SECONDS)
-    pipe.zadd(registry_key(record.queue), {record.worker_id: now})
-    # the index lives as long as some worker beats: an abandoned queue's index expires with its last record
-    pipe.expire(registry_key(record.queue), RECORD_TTL_SECONDS * 3)
-    await pipe.execute()
+def health_check_key(queue: str) -> str:
+    """arq's health record of this host's worker (``arq --check``, the worker pods' liveness probe): one key per host,
+    so a live worker elsewhere cannot keep this one's liveness green."""
+    return f"{queue}:health-check:{socket.gethostname()}"
+
+
+# KEYS: the record, the index, arq's health record. ARGV: the record, its TTL, now, the index's TTL, whether to renew
+# the health record (1/0) and its TTL in ms. allow-oom: a few hundred bytes that expire by themselves, written even
+# when Redis is full, so a worker that waits for Redis to take writes again is seen alive rather than restarted
+# (Redis 7 or later reads the flag)
+_WRITE = """#!lua flags=allow-oom
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[7])
+redis.call('EXPIRE', KEYS[2], ARGV[4])
+if ARGV[5] == '1' then
+  redis.call('SET', KEYS[3], 'waiting for Redis to take writes again', 'PX', ARGV[6])
+end
+return 1
+"""
+# arq's own TTL for its health record (health_check_interval + 1 s), which the heartbeat renews while arq waits
+HEALTH_RECORD_TTL_MS = 11_000
+
+
+async def _write(redis: Any, record: WorkerRecord, *, renew_health: bool = False) -> None:
+    await redis.eval(
+        _WRITE,
+        3,
+        record_key(record.queue, record.worker_id),
+        registry_key(record.queue),
+        health_check_key(record.queue),
+        msgspec.json.encode(record),
+        RECORD_TTL_SECONDS,
+        record.last_seen,
+        # the index lives as long as some worker beats: an abandoned queue's index expires with its last record
+        RECORD_TTL_SECONDS * 3,
+        int(renew_health),
+        HEALTH_RECORD_TTL_MS,
+        record.worker_id,
+    )
 
 
 async def live_workers(redis: Any, queue: str, *, now: float | None = None) -> list[WorkerRecord]:
@@ -135,8 +168,18 @@ class Heartbeat:
     """A worker's record, published at start, refreshed every HEARTBEAT_SECONDS while it runs (through its drain too:
     arq offers no hook at SIGTERM), and deleted when it exits."""
 
-    def __init__(self, redis: Any, queue: str, release: str, capabilities: Capabilities) -> None:
+    def __init__(
+        self,
+        redis: Any,
+        queue: str,
+        release: str,
+        capabilities: Capabilities,
+        *,
+        pool_waiting: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.redis = redis
+        # whether arq's pool waits for Redis to take writes again (then arq cannot write its health record)
+        self.pool_waiting = pool_waiting
         now = time.time()
         self.record = WorkerRecord(
             worker_id=worker_id(),
@@ -151,7 +194,7 @@ class Heartbeat:
 
     async def beat(self) -> None:
         self.record.last_seen = time.time()
-        await _write(self.redis, self.record)
+        await _write(self.redis, self.record, renew_health=self.pool_waiting())
 
     async def _forever(self) -> None:
         while True:

@@ -14,7 +14,7 @@ from service.core.callbacks import CallbackRefused, check_url, check_url_resolve
 from service.core.errors import InputError, NotReady, TriskError, Unavailable
 from service.core.novelty_report import NoveltyPending, SourceNovelty, source_novelty
 from service.core.records import ALL_CHECKS, DEFAULT_CHECKS, LLM_CHECKS, AssessmentMeta, AssessmentRequest, BatchMeta
-from service.core.redis_client import REDIS_AWAY
+from service.core.redis_client import REDIS_UNAVAILABLE
 from service.core.settings import Settings
 from service.core.store import AssessmentState, Store
 from service.core.text import get_normaliser
@@ -144,7 +144,7 @@ async def accept_assessment(
         if isinstance(exc, Unavailable):
             raise  # a 503 with Retry-After as it is
         raise NotReady(f"could not queue the assessment: {exc.detail}") from exc
-    except REDIS_AWAY:
+    except REDIS_UNAVAILABLE:
         # Redis went away between the write and the enqueue: undo what still can be, answer the one 503 for it
         await _rollback(store, tenant, [meta.id], None, idempotency_key)
         raise
@@ -187,7 +187,7 @@ async def accept_batch(
     try:
         await store.create_many(metas, batch)
         await _enqueue(jobs, tenant, batch.assessment_ids, metas)
-    except REDIS_AWAY:
+    except REDIS_UNAVAILABLE:
         await _rollback(store, tenant, batch.assessment_ids, batch_id, None)
         raise
     except (TriskError, OSError, ConnectionError) as exc:

@@ -1,7 +1,8 @@
 """Liveness, readiness and the workers' heartbeats for ops.
 
 Ready (``/health/ready``, the API pods' readiness probe) means this pod can serve: the novelty index loaded, Redis
-reachable and not evicting, the durable store answering. Whether any worker is alive is *not* part of it but of
+reachable, not evicting and below MEMORY_READY_FRACTION of its maxmemory (a full Redis refuses submissions), the
+durable store answering. Whether any worker is alive is *not* part of it but of
 ``/health/workers`` (503 without a live worker), for alerting: readiness decides whether a pod gets traffic, and no
 API pod is the cure for a missing worker. With workers in readiness, a worker rollout (``Recreate``: no worker for
 its drain and start) or a crashed worker Deployment would take every API pod out of the Service, and with it novelty,
@@ -25,6 +26,7 @@ from service.app.health.services import (
     WorkersReport,
     index_check,
     redis_check,
+    redis_memory_check,
     redis_policy_check,
     store_check,
     workers_report,
@@ -76,7 +78,8 @@ class HealthController(Controller):
     @get(
         "/ready",
         operation_id="healthReady",
-        summary="Ready to serve: novelty index loaded, Redis reachable and not evicting, the durable store answering",
+        summary="Ready to serve: novelty index loaded, Redis reachable, not evicting and below 90% of its maxmemory, "
+        "the durable store answering",
         responses=_not_ready(Ready, "not ready: the checks say which part is missing"),
     )
     async def ready(self, request: Request[Any, Any, Any]) -> Response[Ready]:
@@ -84,6 +87,7 @@ class HealthController(Controller):
         checks: dict[str, Check] = {"index": index_check(resources), "redis": await redis_check(resources)}
         if checks["redis"].ok:
             checks["redis_policy"] = await redis_policy_check(resources)
+            checks["redis_memory"] = await redis_memory_check(resources)
         checks["store"] = await store_check(resources)
         ok = all(c.ok for c in checks.values())
         body = Ready(status="ready" if ok else "not_ready", checks=checks)

@@ -1,5 +1,5 @@
-"""What the health routes check: Redis (reachable, not evicting), the durable store, the index, and the workers'
-heartbeats (service.core.worker_registry). Every detail is free of credentials (service.core.redact)."""
+"""What the health routes check: Redis (reachable, not evicting, not nearly full), the durable store, the index, and
+the workers' heartbeats (service.core.worker_registry). Every detail is free of credentials (service.core.redact)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,14 @@ from service.core.telemetry import WORKERS_LIVE
 from service.core.worker_registry import WorkerRecord, live_workers
 
 __all__ = [
+    "MEMORY_READY_FRACTION",
     "SAFE_POLICY",
     "Check",
     "WorkerSummary",
     "WorkersReport",
     "index_check",
     "redis_check",
+    "redis_memory_check",
     "redis_policy_check",
     "store_check",
     "workers_report",
@@ -32,6 +34,8 @@ __all__ = [
 SAFE_POLICY = "noeviction"
 # a probe answers within its own timeout (3 s in k8s/api.yaml) even when a dependency hangs
 CHECK_TIMEOUT_SECONDS = 1.0
+# a pod is not ready once Redis uses more than this share of its maxmemory (noeviction refuses writes at 100%)
+MEMORY_READY_FRACTION = 0.9
 STORE_TIMEOUT_SECONDS = 2.0
 
 
@@ -83,6 +87,35 @@ async def redis_policy_check(resources: Resources) -> Check:
             f"set {SAFE_POLICY}",
         )
     return Check(ok=True, detail=f"maxmemory-policy {policy}")
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB"
+
+
+async def redis_memory_check(resources: Resources) -> Check:
+    """Fails when Redis uses more than MEMORY_READY_FRACTION of its ``maxmemory``: under ``noeviction`` it is about to
+    refuse every write (submissions, job state), so this pod says so before its submissions start failing. The
+    figures, never the URL. A Redis without a limit, or one whose INFO is refused, does not fail readiness."""
+    assert resources.redis is not None
+    try:
+        info = await asyncio.wait_for(resources.redis.info("memory"), timeout=CHECK_TIMEOUT_SECONDS)
+    except redis.exceptions.ResponseError as exc:  # INFO renamed or not allowed for this user
+        return Check(ok=True, detail=f"memory unknown (INFO refused: {scrub(str(exc))})")
+    except Exception as exc:  # gone since the ping: the next probe says so
+        return Check(ok=False, detail=f"memory not read: {type(exc).__name__}")
+    used, limit = int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
+    if limit <= 0:
+        return Check(ok=True, detail=f"used_memory {_mib(used)}, no maxmemory (it grows until the host runs out)")
+    share = used / limit
+    detail = f"used_memory {_mib(used)} of maxmemory {_mib(limit)} ({share:.0%})"
+    if share > MEMORY_READY_FRACTION:
+        return Check(
+            ok=False,
+            detail=f"{detail}: above {MEMORY_READY_FRACTION:.0%}, Redis is about to refuse writes (noeviction); "
+            "raise maxmemory or shorten TRISK_RETENTION_SECONDS",
+        )
+    return Check(ok=True, detail=detail)
 
 
 async def store_check(resources: Resources) -> Check:

@@ -19,26 +19,27 @@ Every job of this service is scored ``FLOOR[lane] + start`` instead of its enque
 Both the tenants' finishes and ``V`` live in one Redis hash per queue and lane, updated by Lua scripts, so every
 API replica and worker shares them. Losing that hash (a Redis without persistence) only resets the fair shares.
 
-ARQ traps avoided here: a job key's lifetime is computed from ``score - enqueue time``, negative for these scores
-(the key would be gone at once), so :data:`JOB_EXPIRES` is passed explicitly (a duration: ARQ reads a number as
-seconds); and a job that raises ``Retry``
-is put back at ``now + defer`` (wall-clock ms, so behind both lanes once due): :func:`after_job_end` records such a
-job and :func:`on_job_start` moves it back to the head of its lane when its time comes.
+Jobs are queued by one Lua script (:func:`enqueue_many`: the fair-share reservation and ARQ's job records in one round
+trip, which the API's submission waits for) writing what ARQ's ``enqueue_job`` writes. ARQ traps avoided here: its
+job key's lifetime would be computed from ``score - enqueue time``, negative for these scores (the key gone at once),
+so the key is given :data:`JOB_EXPIRES_MS` (in ms: ARQ's ``_expires`` reads a number as seconds, which made keys live
+1,000 days); and a job that raises ``Retry`` is put back at ``now + defer`` (wall-clock ms, so behind both lanes once
+due): :func:`after_job_end` records such a job and :func:`on_job_start` moves it back to the head of its lane when
+its time comes.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from arq.constants import expires_extra_ms, in_progress_key_prefix
-from redis.exceptions import ConnectionError, WatchError
+from arq.constants import expires_extra_ms, in_progress_key_prefix, job_key_prefix, result_key_prefix
+from arq.jobs import serialize_job
 
 __all__ = [
     "FLOOR",
-    "JOB_EXPIRES",
+    "JOB_EXPIRES_MS",
     "Lane",
     "after_job_end",
     "cost_of",
@@ -56,27 +57,9 @@ BULK: Lane = "bulk"
 FLOOR: dict[Lane, int] = {INTERACTIVE: 100_000_000_000, BULK: 400_000_000_000}
 # scores from here up are ARQ's own wall-clock ms (deferred retries, jobs queued without a lane)
 WALL_CLOCK = 1_000_000_000_000
-# ARQ's default lifetime of a job not deferred (a day), which its own computation would turn negative here; a
-# timedelta, because ARQ takes a bare number for `_expires` as seconds (86,400,000 of them: 1,000 days)
-JOB_EXPIRES = dt.timedelta(milliseconds=expires_extra_ms)
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+# ARQ's default lifetime of a job not deferred (a day), in ms as PSETEX takes it
+JOB_EXPIRES_MS = expires_extra_ms
 _STATE_TTL = 7 * 86400  # the fair-share state outlives any queued job (their keys expire after a day)
-
-# KEYS: the lane's state hash. ARGV: tenant, then each job's cost. Returns the first job's start; the next ones
-# follow at the running sum of the costs.
-_RESERVE = (
-    """
-local v = tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
-local f = tonumber(redis.call('HGET', KEYS[1], 't:' .. ARGV[1]) or '0')
-local start = math.max(v, f)
-local finish = start
-for i = 2, #ARGV do finish = finish + tonumber(ARGV[i]) end
-redis.call('HSET', KEYS[1], 't:' .. ARGV[1], finish)
-redis.call('EXPIRE', KEYS[1], %d)
-return start
-"""
-    % _STATE_TTL
-)
 
 # KEYS: the lane's state hash, the queue, the deferred set. ARGV: the started job's start, now (ms), floors...
 # Advances V, then moves retries whose time has come back into their lane at its virtual time.
@@ -142,40 +125,51 @@ def lane_of_score(score: float) -> Lane | None:
     return None
 
 
-async def _reserve(pool: Any, queue: str, lane: Lane, tenant: str, costs: Sequence[int]) -> list[int]:
-    """Starts for ``len(costs)`` consecutive jobs of ``tenant`` in ``lane`` (one atomic step for all of them)."""
-    first = int(await pool.eval(_RESERVE, 1, _state_key(queue, lane), tenant, *[max(0, int(c)) for c in costs]))
-    starts, at = [], first
-    for c in costs:
-        starts.append(at)
-        at += max(0, int(c))
-    return starts
+# KEYS: the lane's state hash, the queue. ARGV: tenant, the jobs' expiry (ms), the lane's floor, then per job its id,
+# cost and serialized ARQ job. One round trip and one write for all the jobs (the API's submission waits for it):
+# the tenant's jobs follow each other at their costs from max(V, its last finish), each queued as ARQ's enqueue_job
+# queues it (the job key with its expiry, the id in the queue at its score) unless its id is queued or has a result
+# already (ARQ's dedup: a replay never queues the same work twice). A shebang script: a full Redis refuses it whole,
+# never half of it. Returns how many jobs were queued.
+_ENQUEUE = """#!lua
+local v = tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
+local f = tonumber(redis.call('HGET', KEYS[1], 't:' .. ARGV[1]) or '0')
+local start = math.max(v, f)
+local at = start
+local queued = 0
+for i = 4, #ARGV, 3 do
+  local id = ARGV[i]
+  local score = tonumber(ARGV[3]) + at
+  at = at + tonumber(ARGV[i + 1])
+  if redis.call('EXISTS', '%s' .. id, '%s' .. id) == 0 then
+    redis.call('PSETEX', '%s' .. id, ARGV[2], ARGV[i + 2])
+    redis.call('ZADD', KEYS[2], score, id)
+    queued = queued + 1
+  end
+end
+redis.call('HSET', KEYS[1], 't:' .. ARGV[1], at)
+redis.call('EXPIRE', KEYS[1], %d)
+return queued
+""" % (job_key_prefix, result_key_prefix, job_key_prefix, _STATE_TTL)
 
 
 async def enqueue_many(
     pool: Any, function: str, tenant: str, jobs: Sequence[tuple[tuple[Any, ...], str, int]], *, lane: Lane
-) -> None:
-    """Queue ``function(tenant, *args)`` for each ``(args, job_id, cost)`` of one tenant in ``lane``, in order. A
-    job id already queued is left as it is (ARQ's dedup: a replay never queues the same work twice)."""
+) -> int:
+    """Queue ``function(tenant, *args)`` for each ``(args, job_id, cost)`` of one tenant in ``lane``, in order, in one
+    round trip; returns how many were queued. A job id already queued (or with a result) is left as it is."""
     if not jobs:
-        return
+        return 0
+    enqueue_time_ms = int(time.time() * 1000)
+    argv: list[Any] = [tenant, JOB_EXPIRES_MS, FLOOR[lane]]
+    for args, job_id, cost in jobs:
+        # ARQ's own job record, as its worker reads it (the pool's serializer: pickle unless it says otherwise)
+        payload = serialize_job(
+            function, (tenant, *args), {}, None, enqueue_time_ms, serializer=getattr(pool, "job_serializer", None)
+        )
+        argv += [job_id, max(0, int(cost)), payload]
     queue = pool.default_queue_name
-    starts = await _reserve(pool, queue, lane, tenant, [cost for _, _, cost in jobs])
-    for (args, job_id, _), start in zip(jobs, starts, strict=True):
-        try:
-            await pool.enqueue_job(
-                function,
-                tenant,
-                *args,
-                _job_id=job_id,
-                # ARQ takes the score from this instant (ms); every floor is in the past, so the job is due at once
-                _defer_until=_instant(FLOOR[lane] + start),
-                _expires=JOB_EXPIRES,
-            )
-        except WatchError as exc:
-            # ARQ settles a lost race for the job id itself (its WatchError at EXEC): one that escapes is redis-py's
-            # word for a connection lost while watching, i.e. Redis went away: retried like any connection error
-            raise ConnectionError(f"Redis connection lost while queueing {job_id}: {exc}") from exc
+    return int(await pool.eval(_ENQUEUE, 2, _state_key(queue, lane), queue, *argv))
 
 
 async def enqueue(pool: Any, function: str, tenant: str, *args: Any, job_id: str, lane: Lane, cost: int = 1) -> None:
@@ -188,10 +182,6 @@ async def enqueue_follow_on(pool: Any, function: str, meta: Any, *args: Any, job
     await enqueue(
         pool, function, meta.tenant, meta.id, *args, job_id=job_id, lane=lane_of_meta(meta), cost=cost_of(meta)
     )
-
-
-def _instant(ms: int) -> dt.datetime:
-    return _EPOCH + dt.timedelta(milliseconds=ms)  # exact: ARQ turns it back into these ms
 
 
 async def on_job_start(ctx: dict[str, Any]) -> None:

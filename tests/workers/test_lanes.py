@@ -172,26 +172,38 @@ def test_a_retried_interactive_job_rejoins_its_lane_ahead_of_bulk(client: Any, s
     assert after >= 6, after
 
 
-async def test_a_connection_lost_while_arq_watches_the_job_key_is_a_connection_error() -> None:
-    """redis-py turns a connection lost during WATCH into a WatchError, which ARQ does not catch there: lanes say what
-    it is (a connection error: the API answers 503, a worker retries), never a 500 from an unknown error."""
+async def test_jobs_are_queued_in_one_round_trip_once_each() -> None:
+    """One script call queues a tenant's jobs (what a submission waits for); an id already queued, or one whose job
+    has a result, is not queued again (ARQ's dedup), and its reserved start is not taken twice for the queued ones."""
 
-    class LostWhileWatching:
+    class Counting:
         default_queue_name = f"trisk:test:{uuid.uuid4().hex[:8]}:queue"
+        job_serializer = None
 
         def __init__(self) -> None:
             self.redis = Redis.from_url(TEST_REDIS_URL)
+            self.calls = 0
 
         async def eval(self, *args: Any) -> Any:
+            self.calls += 1
             return await self.redis.eval(*args)
 
-        async def enqueue_job(self, *args: Any, **kwargs: Any) -> None:
-            raise redis.exceptions.WatchError("A ConnectionError occurred on while watching one or more keys")
-
-    pool = LostWhileWatching()
+    pool = Counting()
+    queue = pool.default_queue_name
+    ids = [f"{uuid.uuid4().hex}:cheap" for _ in range(3)]
     try:
-        with pytest.raises(redis.exceptions.ConnectionError):
-            await lanes.enqueue(pool, "assess_cheap", "t", "a1", job_id="a1:cheap", lane="interactive")
+        jobs = [(("a",), job_id, 2) for job_id in ids]
+        assert await lanes.enqueue_many(pool, "assess_cheap", "t", jobs, lane="bulk") == 3
+        assert pool.calls == 1
+        scores = [await pool.redis.zscore(queue, job_id) for job_id in ids]
+        assert [s - scores[0] for s in scores] == [0, 2, 4]  # consecutive starts at the jobs' costs
+        assert all(lanes.lane_of_score(s) == "bulk" for s in scores)
+        await pool.redis.set(f"arq:result:{ids[2]}", b"done")
+        await pool.redis.delete(f"arq:job:{ids[2]}")
+        await pool.redis.zrem(queue, ids[2])
+        assert await lanes.enqueue_many(pool, "assess_cheap", "t", jobs, lane="bulk") == 0
+        assert await pool.redis.zscore(queue, ids[2]) is None and await pool.redis.zcard(queue) == 2
+        assert [await pool.redis.zscore(queue, job_id) for job_id in ids[:2]] == scores[:2]
     finally:
-        await pool.redis.delete(f"{pool.default_queue_name}:lane:interactive")
+        await pool.redis.delete(queue, f"{queue}:lane:bulk", *[f"arq:job:{i}" for i in ids], f"arq:result:{ids[2]}")
         await pool.redis.aclose()

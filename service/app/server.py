@@ -50,7 +50,11 @@ def bounded_http_protocol(max_head_bytes: int) -> type[HttpToolsProtocol]:
 
         def data_received(self, data: bytes) -> None:
             if self._in_head:
-                self._head_bytes += len(data)  # a chunk may carry body bytes too: a bound, not an exact size
+                # the head ends at its first blank line; what follows in the same chunk is the body, which has its
+                # own limits (a large POST whose head and body arrive in one read is not a large head). A blank line
+                # split over two chunks leaves the whole chunk counted: a bound, not an exact size
+                end = data.find(b"\r\n\r\n")
+                self._head_bytes += len(data) if end < 0 else end + 4
                 if self._head_bytes > max_head_bytes:
                     self.transport.write(head_too_large(max_head_bytes))
                     self.transport.close()

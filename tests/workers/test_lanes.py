@@ -128,7 +128,7 @@ def test_follow_on_jobs_keep_the_lane_of_their_assessment(client: Any, settings:
 
 def test_a_job_scored_in_the_past_is_kept_until_it_runs(settings: Settings) -> None:
     """ARQ's own expiry would be ``score - now + a day``, negative for a lane's score: the job would vanish. The one
-given instead is a day, not the 1,000 days that milliseconds read as ARQ's seconds would keep a job key."""
+    given instead is a day, not the 1,000 days that milliseconds read as ARQ's seconds would keep a job key."""
 
     job_id = f"{uuid.uuid4().hex}:cheap"
 

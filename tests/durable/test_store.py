@@ -280,3 +280,30 @@ def test_a_database_that_does_not_answer_is_a_503_without_its_password(tmp_path:
             assert "postgresql at 127.0.0.1:1/trisk" in str(info.value) and "s3cret" not in str(info.value)
     finally:
         store.engine.dispose()
+
+
+def test_a_full_sqlite_disk_is_a_503_and_nothing_half_written(tmp_path: Any, tenant: str) -> None:
+    """SQLITE_FULL ("database or disk is full"), made here by capping the file at the pages it has: every writer
+    answers StoreUnavailable (503 with Retry-After), and reads go on."""
+    from tests.durable_support import migrated_store, sqlite_settings
+
+    with migrated_store(sqlite_settings(tmp_path)) as store:
+        add_verdict(store, tenant, "i0")
+        with store.engine.connect() as con:
+            pages = con.exec_driver_sql("PRAGMA page_count").scalar()
+
+        @sa.event.listens_for(store.engine, "connect")
+        def _cap(dbapi_con: Any, _: Any) -> None:
+            dbapi_con.execute(f"PRAGMA max_page_count = {pages}")
+
+        store.engine.dispose()  # new connections, each capped
+        big = "x" * 200_000  # more than the free pages hold
+        for call in (
+            lambda: store.add_fit(FitRecord(f"fit-{tenant}", tenant, "m", 1.0, {"note": big})),
+            lambda: PersonaStore(store).create(tenant, Persona(author="Bei Dao", basic_information=big)),
+        ):
+            with pytest.raises(StoreUnavailable) as info:
+                call()
+            assert info.value.status_code == 503 and info.value.retry_after, info.value
+            assert "full" in str(info.value), info.value
+        assert [v.item_id for v in store.verdicts(tenant)] == ["i0"]

@@ -62,7 +62,9 @@ def provide_settings(resources: Resources) -> Settings:
 def provide_store(resources: Resources) -> Store:
     if resources.redis is None:
         raise NotReady("Redis is not connected")
-    return Store(resources.redis, retention_seconds=resources.settings.redis.retention_seconds)
+    if resources.db is None:
+        raise NotReady("the durable store is not open")
+    return Store(resources.redis, retention_seconds=resources.settings.redis.retention_seconds, db=resources.db)
 
 
 def provide_jobs(resources: Resources) -> JobQueue:
@@ -78,7 +80,9 @@ def provide_review_queue(resources: Resources) -> ReviewQueue:
 def provide_judge_jobs(resources: Resources) -> JudgeJobStore:
     if resources.redis is None:
         raise NotReady("Redis is not connected")
-    return JudgeJobStore(resources.redis, retention_seconds=resources.settings.redis.retention_seconds)
+    if resources.db is None:
+        raise NotReady("the durable store is not open")
+    return JudgeJobStore(resources.redis, retention_seconds=resources.settings.redis.retention_seconds, db=resources.db)
 
 
 def provide_db(resources: Resources) -> DurableStore:

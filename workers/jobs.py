@@ -863,9 +863,8 @@ async def judge(ctx: dict[str, Any], tenant: str, kind: str, jid: str) -> str:
     once; transient failures are retried like the assessment jobs', the last try records the failure."""
     from service.core.judge_jobs import JudgeJobStore, run_judge_job
 
-    store = JudgeJobStore(
-        ctx["redis_client"], retention_seconds=ctx["settings"].redis.retention_seconds, db=ctx["store"].db
-    )
+    db = getattr(ctx.get("store"), "db", None)  # the assessments' durable store (None: the settings' one)
+    store = JudgeJobStore(ctx["redis_client"], retention_seconds=ctx["settings"].redis.retention_seconds, db=db)
     kind_ = cast("JobKind", kind)
     with log_context(tenant=tenant, assessment_id=jid), timed_job(f"judge_{kind}") as timing:
         try:

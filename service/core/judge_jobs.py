@@ -34,6 +34,8 @@ KINDS: dict[str, tuple[Any, Any]] = {
     "grades": (GradePlan, list[GradeOutcome]),
     "mcq": (McqRunRequest, McqRunOutcome),
 }
+
+
 @dataclass
 class JudgeJob:
     id: str

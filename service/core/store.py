@@ -256,8 +256,6 @@ async def forget_review_items(redis: Any, tenant: str, aids: list[str]) -> None:
             await result
 
 
-
-
 def _row_of(meta: AssessmentMeta) -> dict[str, Any]:
     """The new row of an assessment; the final callback's pending state is written with it when asked for."""
     row: dict[str, Any] = {

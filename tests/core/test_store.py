@@ -22,9 +22,9 @@ from service.core.ranking import priority
 from service.core.records import (
     AssessmentMeta,
     AssessmentRequest,
+    CallbackState,
     CandidateFinal,
     CandidateIn,
-    CallbackState,
     CandidateOutcome,
     CheapPart,
     CheapSignature,

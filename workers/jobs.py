@@ -21,6 +21,7 @@ delivery beyond ``MAX_TRIES`` so that a worker lost during the last try still le
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -241,6 +242,11 @@ async def startup(ctx: dict[str, Any]) -> None:
     if "heartbeat" not in ctx:
         ctx["heartbeat"] = Heartbeat(client, settings.redis.queue_name, __version__, capabilities(ctx, loaded))
         await ctx["heartbeat"].start()
+    if "periodic" not in ctx and "redis" in ctx and (settings.jobs.reconcile_seconds or settings.jobs.purge_seconds):
+        from workers.reconcile import run_periodic
+
+        # Redis holds only work in flight: the store's unfinished records are queued again when Redis lost them
+        ctx["periodic"] = asyncio.create_task(run_periodic(ctx))
     logger.info("worker ready: peer embedding %s, LLM %s", embedders.peer_signature, "on" if ctx["llm"] else "off")
 
 
@@ -284,6 +290,11 @@ def capabilities(ctx: dict[str, Any], indexes: dict[str, Any]) -> Capabilities:
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:
+    task = ctx.get("periodic")
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
     if ctx.get("heartbeat") is not None:
         await ctx["heartbeat"].stop()
     if ctx.get("llm") is not None:

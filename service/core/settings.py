@@ -379,6 +379,17 @@ class JobSettings(SettingsGroup):
     callback_timeout_seconds: float = setting(
         "TRISK_CALLBACK_TIMEOUT_SECONDS", 5.0, "a callback POST gives up after this long"
     )
+    # Redis holds only work in flight: a queue lost with Redis (a restart without its data) is rebuilt from the store
+    reconcile_seconds: float = setting(
+        "TRISK_RECONCILE_SECONDS",
+        30.0,
+        "how often a worker re-queues unfinished records whose jobs Redis lost (fixed job ids; 0 = never)",
+    )
+    purge_seconds: float = setting(
+        "TRISK_PURGE_SECONDS",
+        3600.0,
+        "how often a worker deletes records older than TRISK_RETENTION_SECONDS (0 = never)",
+    )
 
     @property
     def callback_policy(self) -> CallbackPolicy:

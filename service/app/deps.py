@@ -13,6 +13,7 @@ from service.app.resources import Resources, open_queue
 from service.app.tenancy import current_tenant
 from service.core import lanes
 from service.core.durable import DurableStore
+from service.core.durable.records_store import Quotas
 from service.core.errors import NotReady, RedisUnavailable
 from service.core.judge_jobs import JudgeJobStore
 from service.core.review.queue import ReviewQueue
@@ -64,7 +65,11 @@ def provide_store(resources: Resources) -> Store:
         raise NotReady("Redis is not connected")
     if resources.db is None:
         raise NotReady("the durable store is not open")
-    return Store(resources.redis, retention_seconds=resources.settings.redis.retention_seconds, db=resources.db)
+    limits = resources.settings.limits
+    quotas = Quotas(limits.max_stored_assessments, limits.max_queued_candidates)
+    return Store(
+        resources.redis, retention_seconds=resources.settings.redis.retention_seconds, db=resources.db, quotas=quotas
+    )
 
 
 def provide_jobs(resources: Resources) -> JobQueue:

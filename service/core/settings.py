@@ -254,6 +254,13 @@ class LimitSettings(SettingsGroup):
     max_header_bytes: int = setting(
         "TRISK_MAX_HEADER_BYTES", 65_536, "largest request line and headers (`trisk serve` answers 431 past it)"
     )
+    # per-tenant quotas of the durable store and the queue: one tenant cannot fill either for everyone (429 past them)
+    max_stored_assessments: int = setting(
+        "TRISK_MAX_STORED_ASSESSMENTS", 0, "assessments a tenant may have stored at once (0 = no quota)"
+    )
+    max_queued_candidates: int = setting(
+        "TRISK_MAX_QUEUED_CANDIDATES", 0, "candidates of a tenant's unfinished assessments at once (0 = no quota)"
+    )
 
 
 @dataclass(frozen=True)

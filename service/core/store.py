@@ -88,7 +88,7 @@ class Store:
     """Typed access to the records of assessments and batches (the durable store), and the Redis client the review
     queue and pending adjudications still use (``redis``)."""
 
-    def __init__(self, redis: Redis | None, *, retention_seconds: int, db: Any = None) -> None:
+    def __init__(self, redis: Redis | None, *, retention_seconds: int, db: Any = None, quotas: Any = None) -> None:
         from service.core.durable.records_store import RecordStore
 
         # redis-py's stubs type commands as "Awaitable | value" for the sync/async union; we only use the async client
@@ -101,6 +101,7 @@ class Store:
             db = open_store(get_settings().durable)
         self.db = db
         self.records = RecordStore(db)
+        self.quotas = quotas  # a records_store.Quotas checked as submissions are written (the API's store)
 
     async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await asyncio.to_thread(fn, *args, **kwargs)
@@ -111,7 +112,7 @@ class Store:
         the assessment. Returns the id of the assessment the key already names when the same request was made
         before (nothing is written then); raises Conflict when the key was used for a different request."""
         claim = (meta.tenant, key, meta.id, body_sha)
-        prior = await self._run(self.records.create, [_row_of(meta)], None, claim)
+        prior = await self._run(self.records.create, [_row_of(meta)], None, claim, self.quotas)
         if prior is None:
             return None
         if prior.request_sha != body_sha:
@@ -126,14 +127,14 @@ class Store:
 
     # -- assessments
     async def create(self, meta: AssessmentMeta) -> None:
-        await self._run(self.records.create, [_row_of(meta)])
+        await self._run(self.records.create, [_row_of(meta)], None, None, self.quotas)
 
     async def create_many(self, metas: list[AssessmentMeta], batch: BatchMeta | None = None) -> None:
         """All or nothing: one transaction for every assessment of a batch (and the batch itself)."""
         brow = None
         if batch is not None:
             brow = {"tenant": batch.tenant, "id": batch.id, "created_at": batch.created_at, "meta": pack(batch)}
-        await self._run(self.records.create, [_row_of(m) for m in metas], brow)
+        await self._run(self.records.create, [_row_of(m) for m in metas], brow, None, self.quotas)
 
     async def delete(self, tenant: str, aids: list[str], batch_id: str | None = None) -> None:
         """Undo a submission that could not be queued (nothing of it was acknowledged)."""
@@ -263,6 +264,7 @@ def _row_of(meta: AssessmentMeta) -> dict[str, Any]:
         "id": meta.id,
         "batch_id": meta.batch_id,
         "created_at": meta.created_at,
+        "candidates": len(meta.request.candidates),
         "meta": pack(meta),
     }
     if "final" in callback_events(meta.request):

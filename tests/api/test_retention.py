@@ -98,3 +98,35 @@ def test_the_purge_deletes_records_past_retention_in_batches(durable_store: Dura
     assert asyncio.run(store.seen_counts(fresh.tenant, "m@1", [1.0])) == (1, [1])  # the pool is recent: kept
     RecordStore(durable_store).purge(time.time() + 1)
     assert asyncio.run(store.seen_counts(fresh.tenant, "m@1", [1.0])) == (0, [0])
+
+
+def test_quotas_of_stored_assessments_and_queued_candidates_are_429s(
+    sn12_index: Any, test_settings: Settings
+) -> None:
+    """Past a quota a submission is a 429 problem+json naming it, and writes nothing; a deletion makes room."""
+    from dataclasses import replace
+
+    from litestar.testing import TestClient
+
+    from service.app import create_app
+    from service.app.resources import Resources
+    from tests.conftest import keyed
+
+    tenant = f"{TEST_TENANT}-quota"
+    for limits, quota in (
+        (replace(test_settings.limits, max_stored_assessments=2), "TRISK_MAX_STORED_ASSESSMENTS"),
+        (replace(test_settings.limits, max_queued_candidates=5), "TRISK_MAX_QUEUED_CANDIDATES"),
+    ):
+        settings = replace(test_settings, limits=limits)
+        app = create_app(settings, resources=Resources(settings=settings, indexes={"pli": sn12_index}))
+        with TestClient(app=app) as tc:
+            api = keyed(tc, issue_test_key(settings, tenant=f"{tenant}-{quota[-10:].lower()}"))
+            ids = [api.post("/v1/assessments", json=_assessment(GOOD[:2])).json()["id"] for _ in range(2)]
+            over = api.post("/v1/assessments", json=_assessment(GOOD[:2]))
+            assert over.status_code == 429 and over.headers["content-type"].startswith("application/problem+json")
+            assert over.json()["quota"] == quota and quota in over.json()["detail"], over.json()
+            assert int(over.headers["retry-after"]) >= 1
+            batch = api.post("/v1/batches", json={"items": [_assessment(GOOD[:2])]})
+            assert batch.status_code == 429 and batch.json()["quota"] == quota  # a batch counts the same
+            assert api.delete(f"/v1/assessments/{ids[0]}").status_code == 204  # room again (either quota)
+            assert api.post("/v1/assessments", json=_assessment(GOOD[:2])).status_code == 202

@@ -18,10 +18,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
+from service.core.durable.engine import lock
 from service.core.durable.schema import assessments, batches, idempotency_keys, judge_jobs, score_pool
 from service.core.durable.store import DurableStore
+from service.core.errors import TooManyRequests
 
-__all__ = ["SCORE_BUCKET", "Forgotten", "IdempotencyClaim", "RecordStore", "bucket_of"]
+__all__ = ["SCORE_BUCKET", "Forgotten", "IdempotencyClaim", "Quotas", "RecordStore", "bucket_of"]
 
 SCORE_BUCKET = 0.001
 CALLBACK_COLUMNS = {"final": ("callback", "callback_status"), "cheap": ("callback_cheap", "callback_cheap_status")}
@@ -39,6 +41,14 @@ class IdempotencyClaim:
 
     assessment_id: str
     request_sha: str
+
+
+@dataclass(frozen=True)
+class Quotas:
+    """Per-tenant quotas (0 = none): assessments stored, candidates of unfinished assessments."""
+
+    stored_assessments: int = 0
+    queued_candidates: int = 0
 
 
 @dataclass
@@ -71,6 +81,40 @@ def _todo() -> Any:
     return sa.case((pending, 1), else_=0)
 
 
+def _check_quotas(con: Connection, rows: Sequence[dict[str, Any]], quotas: Quotas) -> None:
+    """Raise TooManyRequests, naming the quota, when these rows would take the tenant past one. Counted under the
+    tenant's lock (PostgreSQL; SQLite's write transaction excludes every other writer): two submissions at once
+    cannot both pass on the same count."""
+    tenant = rows[0]["tenant"]
+    lock(con, f"quota:{tenant}")
+    if quotas.stored_assessments:
+        used = int(con.execute(sa.select(sa.func.count()).where(_A.tenant == tenant)).scalar_one())
+        if used + len(rows) > quotas.stored_assessments:
+            raise _over("TRISK_MAX_STORED_ASSESSMENTS", quotas.stored_assessments, used, len(rows), 3600)
+    if quotas.queued_candidates:
+        queued = sa.select(sa.func.coalesce(sa.func.sum(_A.candidates), 0)).where(
+            _A.tenant == tenant, _A.todo == 1, _A.final.is_(None), _A.failed.is_(None)
+        )
+        used = int(con.execute(queued).scalar_one())
+        asked = sum(int(r["candidates"]) for r in rows)
+        if used + asked > quotas.queued_candidates:
+            raise _over("TRISK_MAX_QUEUED_CANDIDATES", quotas.queued_candidates, used, asked, 30)
+
+
+def _over(quota: str, limit: int, used: int, asked: int, retry_after: float) -> TooManyRequests:
+    what = "assessments stored" if quota == "TRISK_MAX_STORED_ASSESSMENTS" else "candidates queued (unfinished)"
+    advice = (
+        "delete some (DELETE /v1/assessments/{id}) or wait for retention to remove them"
+        if quota == "TRISK_MAX_STORED_ASSESSMENTS"
+        else "retry when some have finished"
+    )
+    return TooManyRequests(
+        f"quota {quota}: the tenant has {used} {what}, this request adds {asked}, the limit is {limit}; {advice}",
+        retry_after=retry_after,
+        extra={"quota": quota, "limit": limit, "used": used, "requested": asked},
+    )
+
+
 class RecordStore:
     """The records on the durable store's engine."""
 
@@ -83,10 +127,11 @@ class RecordStore:
         rows: Sequence[dict[str, Any]],
         batch: dict[str, Any] | None = None,
         claim: tuple[str, str, str, str] | None = None,
+        quotas: Quotas | None = None,
     ) -> IdempotencyClaim | None:
-        """Insert assessments (``rows``: column values) and the batch in one transaction; with ``claim`` (tenant, key,
-        assessment id, request sha) the Idempotency-Key first: when it is taken, nothing is written and its claim is
-        returned."""
+        """Insert assessments (``rows``: column values, one tenant's) and the batch in one transaction; with ``claim``
+        (tenant, key, assessment id, request sha) the Idempotency-Key first: when it is taken, nothing is written and
+        its claim is returned. ``quotas`` are checked in the same transaction (TooManyRequests past one)."""
         now = time.time()
         with self.db._insert() as con:
             if claim is not None:
@@ -102,6 +147,8 @@ class RecordStore:
                 ).one()
                 if prior.assessment_id != aid:
                     return IdempotencyClaim(prior.assessment_id, prior.request_sha)
+            if rows and quotas is not None:
+                _check_quotas(con, rows, quotas)
             if rows:
                 con.execute(assessments.insert(), [{"todo": 1, **r} for r in rows])
             if batch is not None:

@@ -93,7 +93,12 @@ def migrate_redis(redis: Any, db: DurableStore, *, count: int = 500) -> Counter[
             continue
         meta = msgspec.json.decode(fields[b"meta"])
         ids = {"tenant": meta["tenant"], "id": meta["id"]}
-        fresh = {"created_at": float(meta["created_at"]), "batch_id": meta.get("batch_id"), "todo": 1}
+        fresh = {
+            "created_at": float(meta["created_at"]),
+            "batch_id": meta.get("batch_id"),
+            "todo": 1,
+            "candidates": len(meta["request"]["candidates"]),
+        }
         with db._insert() as con:
             _count(copied, "assessments", _copy_row(con, assessments, ids, _assessment_values(fields), fresh))
             con.execute(

@@ -214,6 +214,7 @@ assessments = sa.Table(
     sa.Column("batch_id", sa.Text),
     sa.Column("created_at", Time, nullable=False),
     sa.Column("todo", sa.Integer, nullable=False),
+    sa.Column("candidates", sa.Integer, nullable=False),  # how many: the queued-candidates quota sums them
     sa.Column("meta", Blob, nullable=False),
     sa.Column("cheap", Blob),
     sa.Column("provisional", Blob),
@@ -232,6 +233,7 @@ assessments = sa.Table(
     sa.Index("assessments_created", "created_at"),
     sa.Index("assessments_tenant_created", "tenant", "created_at"),
     sa.Index("assessments_todo", "todo", "created_at"),
+    sa.Index("assessments_tenant_todo", "tenant", "todo"),
     info={"append_only": False},
 )
 

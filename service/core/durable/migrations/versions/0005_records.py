@@ -24,6 +24,7 @@ def upgrade() -> None:
         sa.Column("batch_id", sa.Text(), nullable=True),
         sa.Column("created_at", sa.Double(), nullable=False),
         sa.Column("todo", sa.Integer(), nullable=False),
+        sa.Column("candidates", sa.Integer(), nullable=False),
         sa.Column("meta", blob, nullable=False),
         sa.Column("cheap", blob, nullable=True),
         sa.Column("provisional", blob, nullable=True),
@@ -44,6 +45,7 @@ def upgrade() -> None:
     op.create_index("assessments_created", "assessments", ["created_at"])
     op.create_index("assessments_tenant_created", "assessments", ["tenant", "created_at"])
     op.create_index("assessments_todo", "assessments", ["todo", "created_at"])
+    op.create_index("assessments_tenant_todo", "assessments", ["tenant", "todo"])
     op.create_table(
         "idempotency_keys",
         sa.Column("tenant", sa.Text(), nullable=False),

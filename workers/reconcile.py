@@ -17,9 +17,10 @@ from typing import Any
 
 from arq.constants import in_progress_key_prefix, job_key_prefix
 
-from service.core import lanes
+from service.core import judge_jobs, lanes
 from service.core.durable.packing import unpack
 from service.core.records import AssessmentMeta
+from service.core.review import adjudication_jobs
 from service.core.store import Store, forget_review_items
 
 __all__ = ["Plan", "jobs_of", "purge_once", "reconcile_once", "run_periodic"]
@@ -90,9 +91,12 @@ async def reconcile_once(store: Store, pool: Any, *, older_than: float) -> int:
         last = rows[-1]
         after = (last.created_at, last.tenant, last.id)
     for job in await asyncio.to_thread(store.records.unfinished_judge_jobs, older_than, 10_000):
-        job_id = f"jj:{job.kind}:{job.id}"
+        if job.kind == adjudication_jobs.KIND:
+            function, job_id, args = "adjudicate", adjudication_jobs.job_id_of(job.id), (job.id,)
+        else:
+            function, job_id, args = "judge", judge_jobs.job_id_of(job.kind, job.id), (job.kind, job.id)
         if not (await _held(pool, [job_id]))[0]:
-            await lanes.enqueue(pool, "judge", job.tenant, job.kind, job.id, job_id=job_id, lane="interactive")
+            await lanes.enqueue(pool, function, job.tenant, *args, job_id=job_id, lane="interactive")
             queued += 1
     if queued:
         logger.warning("reconciled: %d jobs queued again for unfinished records Redis did not hold", queued)

@@ -24,7 +24,7 @@ from service.core.mata import GradeOutcome, GradePlan, McqRunOutcome, McqRunRequ
 from service.core.poller import PollerEvaluation, PollerPlan, run_poller_evaluation
 from service.core.settings import LLMSettings
 
-__all__ = ["KINDS", "JobKind", "JudgeJob", "JudgeJobStore", "JudgeStatus", "run_judge_job"]
+__all__ = ["KINDS", "JobKind", "JudgeJob", "JudgeJobStore", "JudgeStatus", "job_id_of", "run_judge_job"]
 
 JobKind = Literal["poller", "grades", "mcq"]
 JudgeStatus = Literal["pending", "running", "done", "failed"]
@@ -34,6 +34,11 @@ KINDS: dict[str, tuple[Any, Any]] = {
     "grades": (GradePlan, list[GradeOutcome]),
     "mcq": (McqRunRequest, McqRunOutcome),
 }
+
+
+def job_id_of(kind: str, jid: str) -> str:
+    """The ``judge`` job's fixed id (the API's and the reconciler's)."""
+    return f"jj:{kind}:{jid}"
 
 
 @dataclass

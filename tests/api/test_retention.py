@@ -100,9 +100,7 @@ def test_the_purge_deletes_records_past_retention_in_batches(durable_store: Dura
     assert asyncio.run(store.seen_counts(fresh.tenant, "m@1", [1.0])) == (0, [0])
 
 
-def test_quotas_of_stored_assessments_and_queued_candidates_are_429s(
-    sn12_index: Any, test_settings: Settings
-) -> None:
+def test_quotas_of_stored_assessments_and_queued_candidates_are_429s(sn12_index: Any, test_settings: Settings) -> None:
     """Past a quota a submission is a 429 problem+json naming it, and writes nothing; a deletion makes room."""
     from dataclasses import replace
 

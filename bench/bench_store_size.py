@@ -11,7 +11,7 @@ all are done, then prints:
 * Redis: ``used_memory`` growth per assessment, and the same without the bounded caches (the embedding cache, per
   distinct text; ARQ's job results, an hour) by MEMORY USAGE of each key family.
 
-    .venv/bin/python bench/bench_store_size.py [--stored 100] [--engines sqlite,postgresql]
+    .venv/bin/python bench/bench_store_size.py [--stored 100] [--engines sqlite,postgresql] [--index FILE]
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -80,7 +81,7 @@ def _wait_done(client: httpx.Client, ids: list[str], seconds: float) -> float:
     return time.monotonic() - t0
 
 
-def run(engine_name: str, items: list[dict[str, Any]], stored: int) -> None:
+def run(engine_name: str, items: list[dict[str, Any]], stored: int, index: str) -> None:
     folder = Path(tempfile.mkdtemp(prefix=f"trisk-bench-store-{engine_name}-"))
     admin = None
     if engine_name == "sqlite":
@@ -95,7 +96,7 @@ def run(engine_name: str, items: list[dict[str, Any]], stored: int) -> None:
         url = sa.make_url(admin_url).set(database=name)
         env = {"TRISK_DATABASE_URL": url.render_as_string(hide_password=False).replace("+psycopg", "")}
         engine = sa.create_engine(url)
-    env |= {"TRISK_LOG_FORMAT": "text", "TRISK_WORKER_NICE": "0"}
+    env |= {"TRISK_LOG_FORMAT": "text", "TRISK_WORKER_NICE": "0", "TRISK_INDEX_PATH": index}
     stack = Stack(None, 1, env=env, log_dir=folder)
     assert stack.redis is not None
     r = stack.redis.client()
@@ -138,12 +139,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stored", type=int, default=100)
     ap.add_argument("--engines", default="sqlite,postgresql")
+    ap.add_argument("--index", default="", help="a novelty index (default: one built of SN 12 for the run)")
     args = ap.parse_args()
     bench = load_benchmark(SHARED_DIR / "palibench-dev", SHARED_DIR / "corpus" / "bilara" / "root" / "pli" / "ms")
     items = [request_item(p) for p in bench.passages if len(p["candidates"]) == 10]
     assert items, "no PaliBench dev passage has 10 candidates"
+    index = args.index
+    if not index:  # a small index of one collection: novelty is a few hundred bytes of the record either way
+        index = str(Path(tempfile.mkdtemp(prefix="trisk-bench-index-")) / "sn12.trisk")
+        cmd = [sys.executable, "-m", "service.cli", "build-index", "--subdir", "sutta/sn/sn12", "--out", index]
+        subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     for name in args.engines.split(","):
-        run(name.strip(), items, args.stored)
+        run(name.strip(), items, args.stored, index)
 
 
 if __name__ == "__main__":

@@ -109,7 +109,7 @@ async def purge_once(store: Store, retention_seconds: int) -> int:
         return 0
     gone = await asyncio.to_thread(store.records.purge, time.time() - retention_seconds)
     for tenant, aids in gone.assessments.items():
-        await forget_review_items(store.redis, tenant, aids)
+        await forget_review_items(store, tenant, aids)
     if gone.count or gone.batches or gone.judge_jobs:
         logger.info("purged %d assessments, %d batches, %d judge jobs", gone.count, gone.batches, gone.judge_jobs)
     return gone.count

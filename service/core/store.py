@@ -144,7 +144,7 @@ class Store:
         """Delete a tenant's assessments (and a batch) for good: their rows, Idempotency-Keys and review items (the
         one place deletion and the purge go through). Verdicts stay (label, ids, snapshot of signals; no texts)."""
         gone = await self._run(self.records.delete, tenant, aids, batch_id)
-        await forget_review_items(self.redis, tenant, gone)
+        await forget_review_items(self, tenant, gone)
         return gone
 
     async def get(self, tenant: str, aid: str) -> AssessmentState:
@@ -243,16 +243,18 @@ class Store:
                 continue
 
 
-async def forget_review_items(redis: Any, tenant: str, aids: list[str]) -> None:
-    """The review queue forgets the items of deleted or purged assessments (``service.core.review.queue
-    .forget_items(redis, tenant, ids)`` when the queue offers it; until then its items expire with retention)."""
+async def forget_review_items(store: Store, tenant: str, aids: list[str]) -> None:
+    """The review queue forgets the items of deleted or purged assessments: the hook is
+    ``service.core.review.queue.forget_items(store, tenant, assessment_ids)`` (``store``: this Store, with ``redis``,
+    ``db`` and ``records``; a coroutine function or a plain one), called when the review queue module defines it.
+    Until it does, the items of a deleted assessment stay in the queue for the retention, reading as expired."""
     if not aids:
         return
     from service.core.review import queue
 
     forget = getattr(queue, "forget_items", None)
     if forget is not None:
-        result = forget(redis, tenant, aids)
+        result = forget(store, tenant, aids)
         if asyncio.iscoroutine(result):
             await result
 

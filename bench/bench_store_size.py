@@ -34,6 +34,7 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_load import _wait_done  # noqa: E402  (the one wait for a stack's assessments to finish)
 from service.core.settings import SHARED_DIR  # noqa: E402
 from service.evaluation import Stack, load_benchmark, request_item, wait_ready  # noqa: E402
 
@@ -66,19 +67,6 @@ def packed_bytes(engine: sa.Engine) -> tuple[int, int]:
     with engine.connect() as con:
         row = con.execute(sa.text(f"SELECT count(*), coalesce(sum({cols}), 0) FROM assessments")).one()
     return int(row[0]), int(row[1])
-
-
-def _wait_done(client: httpx.Client, ids: list[str], seconds: float) -> float:
-    t0 = time.monotonic()
-    pending = set(ids)
-    while pending:
-        if time.monotonic() - t0 > seconds:
-            raise SystemExit(f"{len(pending)} assessments not done after {seconds:.0f} s")
-        for aid in sorted(pending)[:50]:
-            if client.get(f"/v1/assessments/{aid}").json()["status"] in ("done", "failed"):
-                pending.discard(aid)
-        time.sleep(0.5)
-    return time.monotonic() - t0
 
 
 def run(engine_name: str, items: list[dict[str, Any]], stored: int, index: str) -> None:

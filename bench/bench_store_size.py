@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench_load import _wait_done  # noqa: E402  (the one wait for a stack's assessments to finish)
+
 from service.core.settings import SHARED_DIR  # noqa: E402
 from service.evaluation import Stack, load_benchmark, request_item, wait_ready  # noqa: E402
 

@@ -53,6 +53,8 @@ def jobs_of(row: Any) -> tuple[list[str], list[Plan]]:
             plans.append(Plan("assess_llm", f"{aid}:llm"))
         else:  # the cheap job also finalizes, and runs the tail, from whatever is stored
             plans.append(Plan("assess_cheap", f"{aid}:cheap"))
+    elif row.failed is not None:
+        return watch, plans  # a failed assessment sends no callback
     elif row.callback_status == "pending":
         watch.append(f"{aid}:callback")
         plans.append(Plan("deliver_callback", f"{aid}:callback"))

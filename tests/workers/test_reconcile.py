@@ -42,7 +42,8 @@ async def _scenario(db: DurableStore) -> None:
             await store.mark_tail_done(tenant, m.id)
         await store.open_callback(tenant, callback.id, "https://example.test/cb", "final")
         await store.put_callback(tenant, callback.id, CallbackState(url="https://example.test/cb"), "final")
-        await store.mark_failed(tenant, failed.id, "boom")
+        await store.open_callback(tenant, failed.id, "https://example.test/cb", "cheap")
+        await store.mark_failed(tenant, failed.id, "boom")  # its pending callback is never sent
         await pool.enqueue_job("assess_cheap", tenant, queued.id, _job_id=f"{queued.id}:cheap")  # Redis holds it
         poller = {"tenant": tenant, "kind": "poller", "id": uuid.uuid4().hex, "created_at": time.time() - 100}
         adj = {"tenant": tenant, "kind": "adjudication", "id": uuid.uuid4().hex, "created_at": time.time() - 100}

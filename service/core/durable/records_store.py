@@ -75,9 +75,11 @@ def _upsert(con: Connection, table: sa.Table) -> Any:
 
 
 def _todo() -> Any:
-    """1 while the assessment has work left (no final state) or a callback still to deliver."""
+    """1 while the assessment has work left (no final state) or a callback still to deliver (a failed assessment
+    sends none)."""
     work_left = sa.and_(_A.failed.is_(None), _A.tail_done_at.is_(None), _A.tail_error.is_(None))
-    pending = sa.or_(work_left, _A.callback_status == "pending", _A.callback_cheap_status == "pending")
+    callback = sa.or_(_A.callback_status == "pending", _A.callback_cheap_status == "pending")
+    pending = sa.or_(work_left, sa.and_(_A.failed.is_(None), callback))
     return sa.case((pending, 1), else_=0)
 
 

@@ -266,6 +266,25 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_migrate_redis(args: argparse.Namespace) -> int:
+    import redis
+
+    from service.core.durable import open_store
+    from service.core.durable.redis_import import migrate_redis
+
+    settings = get_settings()
+    client = redis.Redis.from_url(args.redis_url or settings.redis.url)
+    try:
+        copied = migrate_redis(client, open_store(settings.durable))
+    finally:
+        client.close()
+    for kind, n in sorted(copied.items()):
+        print(f"{kind}: {n}")
+    if not copied:
+        print("nothing to copy: the store holds every record Redis has")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         return _main(argv)
@@ -349,6 +368,13 @@ def _main(argv: list[str] | None) -> int:
     k.add_argument("--id", help="the key's id (default: a random one)")
     sec.add_parser("reseal", help="append each tenant's current secret sealed under the first key (after a rotation)")
     p.set_defaults(func=cmd_secrets)
+
+    p = sub.add_parser(
+        "migrate-redis",
+        help="copy the records an earlier release kept in Redis into the durable store (idempotent, resumable)",
+    )
+    p.add_argument("--redis-url", default=None, help="the deployment's Redis (default: REDIS_URL)")
+    p.set_defaults(func=cmd_migrate_redis)
 
     p = sub.add_parser("serve", help="run the API with uvicorn")
     p.add_argument("--host", default="127.0.0.1")

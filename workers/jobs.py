@@ -21,6 +21,7 @@ delivery beyond ``MAX_TRIES`` so that a worker lost during the last try still le
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -210,12 +211,13 @@ async def startup(ctx: dict[str, Any]) -> None:
         "redis_client",
         Redis.from_url(settings.redis.url, retry=waiting_retry(), retry_on_error=list(REDIS_UNAVAILABLE)),
     )
-    ctx.setdefault("store", Store(client, retention_seconds=settings.redis.retention_seconds))
     if "catalog" not in ctx:
         shipped = RiskRegistry.load(settings.risk.models_dir)
         # migrates the schema first (idempotent; workers and API pods starting together wait for each other)
         store = await asyncio.to_thread(open_store, settings.durable)
         ctx["catalog"] = ModelCatalog(shipped, store, settings.risk.model)
+    # the records live in the durable store the catalog reads (one store per process)
+    ctx.setdefault("store", Store(client, retention_seconds=settings.redis.retention_seconds, db=ctx["catalog"].db))
     embedders: Embedders = ctx.setdefault("embedders", Embedders(settings))
     check_embedding_models(
         ctx["catalog"].shipped,
@@ -249,6 +251,11 @@ async def startup(ctx: dict[str, Any]) -> None:
             pool_waiting=(lambda: getattr(getattr(pool_retry, "state", None), "waiting", 0) > 0),
         )
         await ctx["heartbeat"].start()
+    if "periodic" not in ctx and "redis" in ctx and (settings.jobs.reconcile_seconds or settings.jobs.purge_seconds):
+        from workers.reconcile import run_periodic
+
+        # Redis holds only work in flight: the store's unfinished records are queued again when Redis lost them
+        ctx["periodic"] = asyncio.create_task(run_periodic(ctx))
     logger.info("worker ready: peer embedding %s, LLM %s", embedders.peer_signature, "on" if ctx["llm"] else "off")
 
 
@@ -292,6 +299,11 @@ def capabilities(ctx: dict[str, Any], indexes: dict[str, Any]) -> Capabilities:
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:
+    task = ctx.get("periodic")
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
     if ctx.get("heartbeat") is not None:
         await ctx["heartbeat"].stop()
     if ctx.get("llm") is not None:
@@ -790,18 +802,18 @@ async def finalize(ctx: dict[str, Any], state: AssessmentState) -> None:
 
 
 async def _tail(ctx: dict[str, Any], state: AssessmentState) -> None:
-    """Everything after the final write, each step idempotent: the unforced scores join the tenant's pool (ZADD of
-    fixed members), the candidates join the review queue (HSETNX), the callback job is queued (a fixed job id)."""
+    """Everything after the final write, each step idempotent: the unforced scores join the tenant's pool (once per
+    assessment, marked in its row), the candidates join the review queue (HSETNX), the callback job is queued (a fixed
+    job id)."""
     from service.core.review import enqueue_for_review
 
     assert state.final is not None
     meta = state.meta
-    members: dict[str, dict[str, float]] = {}
-    for cid, row in state.final.candidates.items():
+    unforced: dict[str, list[float]] = {}
+    for row in state.final.candidates.values():
         if row.risk.forced_severity is None:
-            members.setdefault(row.risk.rule, {})[f"{meta.id}:{cid}"] = row.risk.score
-    for rule, m in sorted(members.items()):
-        await ctx["store"].record_scores(meta.tenant, rule, m)
+            unforced.setdefault(row.risk.rule, []).append(row.risk.score)
+    await ctx["store"].record_scores(meta.tenant, meta.id, unforced)
     # the final result replaces what the cheap tier put in the queue (priority, snapshot); verdicts stay
     await enqueue_for_review(
         ctx["redis"], meta.tenant, state, retention_seconds=ctx["settings"].redis.retention_seconds, refresh=True
@@ -871,7 +883,8 @@ async def judge(ctx: dict[str, Any], tenant: str, kind: str, jid: str) -> str:
     once; transient failures are retried like the assessment jobs', the last try records the failure."""
     from service.core.judge_jobs import JudgeJobStore, run_judge_job
 
-    store = JudgeJobStore(ctx["redis_client"], retention_seconds=ctx["settings"].redis.retention_seconds)
+    db = getattr(ctx.get("store"), "db", None)  # the assessments' durable store (None: the settings' one)
+    store = JudgeJobStore(ctx["redis_client"], retention_seconds=ctx["settings"].redis.retention_seconds, db=db)
     kind_ = cast("JobKind", kind)
     with log_context(tenant=tenant, assessment_id=jid), timed_job(f"judge_{kind}") as timing:
         try:

@@ -13,6 +13,7 @@ from service.app.resources import Resources, open_queue
 from service.app.tenancy import current_tenant
 from service.core import lanes
 from service.core.durable import DurableStore
+from service.core.durable.records_store import Quotas
 from service.core.errors import NotReady, RedisUnavailable
 from service.core.judge_jobs import JudgeJobStore
 from service.core.review.queue import ReviewQueue
@@ -62,7 +63,13 @@ def provide_settings(resources: Resources) -> Settings:
 def provide_store(resources: Resources) -> Store:
     if resources.redis is None:
         raise NotReady("Redis is not connected")
-    return Store(resources.redis, retention_seconds=resources.settings.redis.retention_seconds)
+    if resources.db is None:
+        raise NotReady("the durable store is not open")
+    limits = resources.settings.limits
+    quotas = Quotas(limits.max_stored_assessments, limits.max_queued_candidates)
+    return Store(
+        resources.redis, retention_seconds=resources.settings.redis.retention_seconds, db=resources.db, quotas=quotas
+    )
 
 
 def provide_jobs(resources: Resources) -> JobQueue:
@@ -78,7 +85,9 @@ def provide_review_queue(resources: Resources) -> ReviewQueue:
 def provide_judge_jobs(resources: Resources) -> JudgeJobStore:
     if resources.redis is None:
         raise NotReady("Redis is not connected")
-    return JudgeJobStore(resources.redis, retention_seconds=resources.settings.redis.retention_seconds)
+    if resources.db is None:
+        raise NotReady("the durable store is not open")
+    return JudgeJobStore(resources.redis, retention_seconds=resources.settings.redis.retention_seconds, db=resources.db)
 
 
 def provide_db(resources: Resources) -> DurableStore:

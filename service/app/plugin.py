@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 from threadpoolctl import threadpool_limits
 
 from service import __version__
-from service.app.assessments.controllers import AssessmentController
+from service.app.assessments.controllers import AssessmentController, ExportController
 from service.app.auth import KeyCache
 from service.app.batches.controllers import BatchController
 from service.app.calibration.controllers import CalibrationController
@@ -80,6 +80,7 @@ class TriskPlugin(InitPluginProtocol):
                 WorkerController,
                 NoveltyController,
                 AssessmentController,
+                ExportController,
                 BatchController,
                 ReviewController,
                 AdjudicationController,

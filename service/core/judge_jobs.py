@@ -1,14 +1,15 @@
 """Companion judge work that runs on the workers (Poller evaluations, MATA grades, multiple-choice runs): the plan as
-validated at submission and the result written once, in Redis under the tenant with the assessments' retention.
-
-  trisk:t:{tenant}:jj:{kind}:{id}   hash: meta, plan, result, started, failed
+validated at submission and the result written once, rows of the durable store (``judge_jobs``: tenant, kind, id,
+plan, result, started, failed) kept as long as the assessments (the purge).
 
 Each kind has its plan and result types (``KINDS``); the job of a kind is ``judge_<kind>`` (workers/jobs.py). Like
-assessment jobs, a job re-reads what is stored: a result written once (HSETNX) is never computed again.
+assessment jobs, a job re-reads what is stored: a result written once (UPDATE ... WHERE result IS NULL) is never
+computed again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from dataclasses import dataclass
@@ -16,13 +17,14 @@ from typing import Any, Literal
 
 import msgspec
 
+from service.core.durable.packing import pack, unpack
 from service.core.errors import NotFound
 from service.core.llm import CallGuard, Endpoint
 from service.core.mata import GradeOutcome, GradePlan, McqRunOutcome, McqRunRequest, run_grades, run_mcq
 from service.core.poller import PollerEvaluation, PollerPlan, run_poller_evaluation
 from service.core.settings import LLMSettings
 
-__all__ = ["KINDS", "JobKind", "JudgeJob", "JudgeJobStore", "JudgeStatus", "run_judge_job"]
+__all__ = ["KINDS", "JobKind", "JudgeJob", "JudgeJobStore", "JudgeStatus", "job_id_of", "run_judge_job"]
 
 JobKind = Literal["poller", "grades", "mcq"]
 JudgeStatus = Literal["pending", "running", "done", "failed"]
@@ -32,14 +34,11 @@ KINDS: dict[str, tuple[Any, Any]] = {
     "grades": (GradePlan, list[GradeOutcome]),
     "mcq": (McqRunRequest, McqRunOutcome),
 }
-_enc = msgspec.json.Encoder()
 
 
-class _Meta(msgspec.Struct):
-    id: str
-    tenant: str
-    kind: str
-    created_at: float
+def job_id_of(kind: str, jid: str) -> str:
+    """The ``judge`` job's fixed id (the API's and the reconciler's)."""
+    return f"jj:{kind}:{jid}"
 
 
 @dataclass
@@ -63,54 +62,59 @@ class JudgeJob:
 
 
 class JudgeJobStore:
-    def __init__(self, redis: Any, *, retention_seconds: int) -> None:
+    def __init__(self, redis: Any, *, retention_seconds: int, db: Any = None) -> None:
+        from service.core.durable.records_store import RecordStore
+        from service.core.store import Store
+
         self.redis = redis
         self.ttl = retention_seconds if retention_seconds > 0 else None
-
-    @staticmethod
-    def _key(tenant: str, kind: str, jid: str) -> str:
-        return f"trisk:t:{tenant}:jj:{kind}:{jid}"
+        self.records: RecordStore = Store(redis, retention_seconds=retention_seconds, db=db).records
 
     async def create(self, tenant: str, kind: JobKind, plan: Any, result: Any = None) -> JudgeJob:
         """Store a new job (with its result already, when nothing has to run: no provider configured)."""
         job = JudgeJob(id=uuid.uuid4().hex, tenant=tenant, kind=kind, created_at=time.time(), plan=plan, result=result)
-        key = self._key(tenant, kind, job.id)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(key, "meta", _enc.encode(_Meta(job.id, tenant, kind, job.created_at)))
-            pipe.hset(key, "plan", _enc.encode(plan))
-            if result is not None:
-                pipe.hset(key, "result", _enc.encode(result))
-            if self.ttl:
-                pipe.expire(key, self.ttl)
-            await pipe.execute()
+        values = {"tenant": tenant, "kind": kind, "id": job.id, "created_at": job.created_at, "plan": pack(plan)}
+        if result is not None:
+            values["result"] = pack(result)
+        await asyncio.to_thread(self.records.create_judge_job, values)
         return job
 
     async def get(self, tenant: str, kind: JobKind, jid: str) -> JudgeJob:
-        fields = await self.redis.hgetall(self._key(tenant, kind, jid))
-        if not fields or b"meta" not in fields:
+        row = await asyncio.to_thread(self.records.get_judge_job, tenant, kind, jid)
+        if row is None:
             raise NotFound(f"no {kind} job {jid!r}")
         plan_type, result_type = KINDS[kind]
-        meta = msgspec.json.decode(fields[b"meta"], type=_Meta)
+        try:
+            plan = unpack(row.plan, plan_type)
+            result = unpack(row.result, result_type) if row.result is not None else None
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            raise NotFound(f"{kind} job {jid!r} is stored in a format this version cannot read ({exc})") from exc
         return JudgeJob(
-            id=meta.id,
-            tenant=meta.tenant,
-            kind=meta.kind,
-            created_at=meta.created_at,
-            plan=msgspec.json.decode(fields[b"plan"], type=plan_type),
-            result=msgspec.json.decode(fields[b"result"], type=result_type) if b"result" in fields else None,
-            started=b"started" in fields,
-            failed=fields[b"failed"].decode() if b"failed" in fields else None,
+            id=row.id,
+            tenant=row.tenant,
+            kind=row.kind,
+            created_at=float(row.created_at),
+            plan=plan,
+            result=result,
+            started=row.started_at is not None,
+            failed=row.failed,
         )
 
     async def mark_started(self, tenant: str, kind: JobKind, jid: str) -> None:
-        await self.redis.hset(self._key(tenant, kind, jid), "started", b"1")
+        await asyncio.to_thread(self.records.update_judge_job, tenant, kind, jid, {"started_at": time.time()})
 
     async def put_result(self, tenant: str, kind: JobKind, jid: str, result: Any) -> bool:
         """Write the result once; False when another delivery wrote it first (its result stands)."""
-        return bool(await self.redis.hsetnx(self._key(tenant, kind, jid), "result", _enc.encode(result)))
+        from service.core.durable.schema import judge_jobs
+
+        values = {"result": pack(result), "todo": 0}
+        return await asyncio.to_thread(
+            self.records.update_judge_job, tenant, kind, jid, values, judge_jobs.c.result.is_(None)
+        )
 
     async def mark_failed(self, tenant: str, kind: JobKind, jid: str, reason: str) -> None:
-        await self.redis.hset(self._key(tenant, kind, jid), "failed", reason.encode())
+        values = {"failed": reason, "todo": 0}
+        await asyncio.to_thread(self.records.update_judge_job, tenant, kind, jid, values)
 
 
 async def run_judge_job(kind: str, client: Any, plan: Any, settings: LLMSettings) -> Any:

@@ -261,6 +261,13 @@ class LimitSettings(SettingsGroup):
     max_header_bytes: int = setting(
         "TRISK_MAX_HEADER_BYTES", 65_536, "largest request line and headers (`trisk serve` answers 431 past it)"
     )
+    # per-tenant quotas of the durable store and the queue: one tenant cannot fill either for everyone (429 past them)
+    max_stored_assessments: int = setting(
+        "TRISK_MAX_STORED_ASSESSMENTS", 0, "assessments a tenant may have stored at once (0 = no quota)"
+    )
+    max_queued_candidates: int = setting(
+        "TRISK_MAX_QUEUED_CANDIDATES", 0, "candidates of a tenant's unfinished assessments at once (0 = no quota)"
+    )
 
 
 @dataclass(frozen=True)
@@ -385,6 +392,17 @@ class JobSettings(SettingsGroup):
     )
     callback_timeout_seconds: float = setting(
         "TRISK_CALLBACK_TIMEOUT_SECONDS", 5.0, "a callback POST gives up after this long"
+    )
+    # Redis holds only work in flight: a queue lost with Redis (a restart without its data) is rebuilt from the store
+    reconcile_seconds: float = setting(
+        "TRISK_RECONCILE_SECONDS",
+        30.0,
+        "how often a worker re-queues unfinished records whose jobs Redis lost (fixed job ids; 0 = never)",
+    )
+    purge_seconds: float = setting(
+        "TRISK_PURGE_SECONDS",
+        3600.0,
+        "how often a worker deletes records older than TRISK_RETENTION_SECONDS (0 = never)",
     )
 
     @property

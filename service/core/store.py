@@ -1,27 +1,28 @@
-"""Redis persistence of assessments and batches, keyed by tenant; shared by the API and the workers.
+"""The records of assessments and batches, keyed by tenant, in the durable store (SQLite or PostgreSQL); shared by
+the API and the workers. Redis holds only work in flight (the queue, leases, caches): see README "Durability".
 
-Layout (every key expires after the retention setting):
-  trisk:t:{tenant}:a:{id}       hash: meta, part:cheap, provisional, part:llm, final, tail, tail_error, started,
-                                failed, callback, callback:cheap
-  trisk:t:{tenant}:idem:{key}   the assessment an Idempotency-Key created, with the request's hash
-  trisk:t:{tenant}:b:{id}       hash: meta
-  trisk:t:{tenant}:seen:{rule}  sorted set of risk scores the service has produced with one model version
-Workers write one hash field each, so parallel parts never overwrite each other; ``final`` is written once (HSETNX)
-and ``tail`` marks that everything after it (scores pooled, review items, callback job) has been done.
-``provisional`` (also written once) is the cheap tier's result, published while the LLM tier still works.
+One row per assessment (service/core/durable/records_store.py): meta, part cheap, provisional, part llm, final, the
+tail's and the callbacks' states. Workers write one part each, once (a conditional UPDATE ... WHERE part IS NULL), so
+parallel parts never overwrite each other and a redelivered job finds what is stored; ``final`` is written once and
+``tail`` marks that everything after it (scores pooled, review items, callback job) has been done. ``provisional``
+(also written once) is the cheap tier's result, published while the LLM tier still works. An Idempotency-Key is
+claimed in the transaction that writes its assessment.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 from redis.asyncio import Redis
 
+from service.core.durable.packing import pack, unpack
 from service.core.errors import Conflict, NotFound
 from service.core.records import (
     AssessmentMeta,
@@ -35,31 +36,11 @@ from service.core.records import (
     callback_events,
 )
 
-__all__ = ["AssessmentState", "Store", "request_hash"]
+__all__ = ["AssessmentState", "Store", "forget_review_items", "request_hash"]
 
 logger = logging.getLogger("trisk.store")
 
-_enc = msgspec.json.Encoder()
-_meta_dec = msgspec.json.Decoder(AssessmentMeta)
-_batch_dec = msgspec.json.Decoder(BatchMeta)
-_cheap_dec = msgspec.json.Decoder(CheapPart)
-_llm_dec = msgspec.json.Decoder(LLMPart)
-_final_dec = msgspec.json.Decoder(FinalPart)
-_cb_dec = msgspec.json.Decoder(CallbackState)
-
-
-# KEYS: idempotency key, assessment key. ARGV: claim json, meta json, callback json ('' = none), ttl (0 = none).
-# Returns the existing claim, or nil after writing the claim and the assessment together.
-_CREATE_IDEMPOTENT = """
-local prior = redis.call('GET', KEYS[1])
-if prior then return prior end
-local ttl = tonumber(ARGV[4])
-if ttl > 0 then redis.call('SET', KEYS[1], ARGV[1], 'EX', ttl) else redis.call('SET', KEYS[1], ARGV[1]) end
-redis.call('HSET', KEYS[2], 'meta', ARGV[2])
-if ARGV[3] ~= '' then redis.call('HSET', KEYS[2], 'callback', ARGV[3]) end
-if ttl > 0 then redis.call('EXPIRE', KEYS[2], ttl) end
-return false
-"""
+T = TypeVar("T")
 
 
 def request_hash(body: bytes) -> str:
@@ -104,202 +85,215 @@ class AssessmentState:
 
 
 class Store:
-    """Typed access to trisk's Redis keys."""
+    """Typed access to the records of assessments and batches (the durable store), and the Redis client the review
+    queue and pending adjudications still use (``redis``)."""
 
-    def __init__(self, redis: Redis, *, retention_seconds: int) -> None:
+    def __init__(self, redis: Redis | None, *, retention_seconds: int, db: Any = None, quotas: Any = None) -> None:
+        from service.core.durable.records_store import RecordStore
+
         # redis-py's stubs type commands as "Awaitable | value" for the sync/async union; we only use the async client
         self.redis: Any = redis
         self.ttl = retention_seconds if retention_seconds > 0 else None
-        self._create_idem = redis.register_script(_CREATE_IDEMPOTENT)
+        if db is None:  # the process's store for the environment's settings (tests, tools); the app passes its own
+            from service.core.durable import open_store
+            from service.core.settings import get_settings
 
-    @staticmethod
-    def _a(tenant: str, aid: str) -> str:
-        return f"trisk:t:{tenant}:a:{aid}"
+            db = open_store(get_settings().durable)
+        self.db = db
+        self.records = RecordStore(db)
+        self.quotas = quotas  # a records_store.Quotas checked as submissions are written (the API's store)
 
-    @staticmethod
-    def _b(tenant: str, bid: str) -> str:
-        return f"trisk:t:{tenant}:b:{bid}"
-
-    @staticmethod
-    def _idem(tenant: str, key: str) -> str:
-        return f"trisk:t:{tenant}:idem:{key}"
-
-    async def _expire(self, pipe: Any, key: str) -> None:
-        if self.ttl:
-            pipe.expire(key, self.ttl)
+    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await asyncio.to_thread(fn, *args, **kwargs)
 
     # -- idempotency
     async def create_idempotent(self, meta: AssessmentMeta, key: str, body_sha: str) -> str | None:
-        """Claim an Idempotency-Key and write the assessment in one atomic step, so whoever sees the key also sees
+        """Claim an Idempotency-Key and write the assessment in one transaction, so whoever sees the key also sees
         the assessment. Returns the id of the assessment the key already names when the same request was made
         before (nothing is written then); raises Conflict when the key was used for a different request."""
-        value = _enc.encode({"id": meta.id, "sha": body_sha})
-        callback = _final_callback(meta) or b""
-        prior = await self._create_idem(
-            keys=[self._idem(meta.tenant, key), self._a(meta.tenant, meta.id)],
-            args=[value, _enc.encode(meta), callback, self.ttl or 0],
-        )
+        claim = (meta.tenant, key, meta.id, body_sha)
+        prior = await self._run(self.records.create, [_row_of(meta)], None, claim, self.quotas)
         if prior is None:
             return None
-        claimed = msgspec.json.decode(prior)
-        if claimed["sha"] != body_sha:
+        if prior.request_sha != body_sha:
             raise Conflict(
                 f"Idempotency-Key {key!r} was already used with a different request body",
-                extra={"assessment_id": claimed["id"]},
+                extra={"assessment_id": prior.assessment_id},
             )
-        return str(claimed["id"])
+        return prior.assessment_id
 
     async def release_idempotency(self, tenant: str, key: str) -> None:
-        await self.redis.delete(self._idem(tenant, key))
+        await self._run(self.records.release_idempotency, tenant, key)
 
     # -- assessments
     async def create(self, meta: AssessmentMeta) -> None:
-        key = self._a(meta.tenant, meta.id)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(key, "meta", _enc.encode(meta))
-            if callback := _final_callback(meta):
-                pipe.hset(key, "callback", callback)
-            await self._expire(pipe, key)
-            await pipe.execute()
+        await self._run(self.records.create, [_row_of(meta)], None, None, self.quotas)
 
     async def create_many(self, metas: list[AssessmentMeta], batch: BatchMeta | None = None) -> None:
-        """All or nothing: one MULTI/EXEC for every assessment of a batch (and the batch itself)."""
-        async with self.redis.pipeline(transaction=True) as pipe:
-            for meta in metas:
-                key = self._a(meta.tenant, meta.id)
-                pipe.hset(key, "meta", _enc.encode(meta))
-                if callback := _final_callback(meta):
-                    pipe.hset(key, "callback", callback)
-                await self._expire(pipe, key)
-            if batch is not None:
-                bkey = self._b(batch.tenant, batch.id)
-                pipe.hset(bkey, "meta", _enc.encode(batch))
-                await self._expire(pipe, bkey)
-            await pipe.execute()
+        """All or nothing: one transaction for every assessment of a batch (and the batch itself)."""
+        brow = None
+        if batch is not None:
+            brow = {"tenant": batch.tenant, "id": batch.id, "created_at": batch.created_at, "meta": pack(batch)}
+        await self._run(self.records.create, [_row_of(m) for m in metas], brow, None, self.quotas)
 
     async def delete(self, tenant: str, aids: list[str], batch_id: str | None = None) -> None:
-        keys = [self._a(tenant, a) for a in aids] + ([self._b(tenant, batch_id)] if batch_id else [])
-        if keys:
-            await self.redis.delete(*keys)
+        """Undo a submission that could not be queued (nothing of it was acknowledged)."""
+        await self._run(self.records.delete, tenant, aids, batch_id)
+
+    async def forget_assessments(self, tenant: str, aids: list[str], batch_id: str | None = None) -> list[str]:
+        """Delete a tenant's assessments (and a batch) for good: their rows, Idempotency-Keys and review items (the
+        one place deletion and the purge go through). Verdicts stay (label, ids, snapshot of signals; no texts)."""
+        gone = await self._run(self.records.delete, tenant, aids, batch_id)
+        await forget_review_items(self, tenant, gone)
+        return gone
 
     async def get(self, tenant: str, aid: str) -> AssessmentState:
-        fields = await self.redis.hgetall(self._a(tenant, aid))
-        if not fields or b"meta" not in fields:
+        row = await self._run(self.records.get, tenant, aid)
+        if row is None:
             raise NotFound(f"no assessment {aid!r}")
-        return _state_of(fields)
+        return _state_of(row)
 
     async def get_many(self, tenant: str, aids: list[str]) -> list[AssessmentState | None]:
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for aid in aids:
-                pipe.hgetall(self._a(tenant, aid))
-            rows = await pipe.execute()
-        return [_state_of(r) if r and b"meta" in r else None for r in rows]
+        rows = await self._run(self.records.get_many, tenant, aids)
+        out: list[AssessmentState | None] = []
+        for aid in aids:
+            row = rows.get(aid)
+            try:
+                out.append(None if row is None else _state_of(row))
+            except NotFound:
+                out.append(None)
+        return out
 
     async def exists(self, tenant: str, aid: str) -> bool:
-        return bool(await self.redis.hexists(self._a(tenant, aid), "meta"))
+        return await self._run(self.records.exists, tenant, aid)
 
     async def mark_started(self, tenant: str, aid: str) -> None:
-        await self.redis.hset(self._a(tenant, aid), "started", b"1")
+        await self._run(self.records.mark_started, tenant, aid)
 
     async def put_cheap(self, tenant: str, aid: str, part: CheapPart) -> bool:
         """Write the cheap tier's part once; False when another delivery wrote it first."""
-        return bool(await self.redis.hsetnx(self._a(tenant, aid), "part:cheap", _enc.encode(part)))
+        return await self._run(self.records.put_once, tenant, aid, "cheap", pack(part))
 
     async def put_llm(self, tenant: str, aid: str, part: LLMPart) -> bool:
         """Write the LLM tier's part once; False when another delivery wrote it first."""
-        return bool(await self.redis.hsetnx(self._a(tenant, aid), "part:llm", _enc.encode(part)))
+        return await self._run(self.records.put_once, tenant, aid, "llm", pack(part))
 
     async def put_final(self, tenant: str, aid: str, part: FinalPart) -> bool:
         """Write the final result once; False when another run of the job got there first (its result stands)."""
-        return bool(await self.redis.hsetnx(self._a(tenant, aid), "final", _enc.encode(part)))
+        return await self._run(self.records.put_once, tenant, aid, "final", pack(part))
 
     async def llm_started_at(self, tenant: str, aid: str) -> float:
         """When the LLM tier of this assessment first started (written once: every try counts from it)."""
-        key = self._a(tenant, aid)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hsetnx(key, "llm_started", repr(time.time()))
-            pipe.hget(key, "llm_started")
-            _, raw = await pipe.execute()
-        return float(raw)
+        return await self._run(self.records.llm_started_at, tenant, aid)
 
     async def put_provisional(self, tenant: str, aid: str, part: FinalPart) -> bool:
         """Publish the cheap tier's result once; False when another delivery published it first."""
-        return bool(await self.redis.hsetnx(self._a(tenant, aid), "provisional", _enc.encode(part)))
+        return await self._run(self.records.put_once, tenant, aid, "provisional", pack(part))
 
     async def get_final(self, tenant: str, aid: str) -> FinalPart | None:
-        raw = await self.redis.hget(self._a(tenant, aid), "final")
-        return None if raw is None else _final_dec.decode(raw)
+        row = await self._run(self.records.get, tenant, aid)
+        return None if row is None or row.final is None else unpack(row.final, FinalPart)
 
     async def mark_tail_done(self, tenant: str, aid: str) -> None:
-        await self.redis.hset(self._a(tenant, aid), "tail", b"done")
+        await self._run(self.records.mark, tenant, aid, tail_done_at=time.time())
 
     async def mark_tail_failed(self, tenant: str, aid: str, reason: str) -> None:
         """The result stands, but what follows it (review items, callback) could not be done: say so."""
-        await self.redis.hset(self._a(tenant, aid), "tail_error", reason.encode())
+        await self._run(self.records.mark, tenant, aid, tail_error=reason)
 
     async def mark_failed(self, tenant: str, aid: str, reason: str) -> None:
-        await self.redis.hset(self._a(tenant, aid), "failed", reason.encode())
+        await self._run(self.records.mark, tenant, aid, failed=reason)
 
-    async def put_callback(self, tenant: str, aid: str, state: CallbackState, event: CallbackEvent = "final") -> None:
-        await self.redis.hset(self._a(tenant, aid), _CALLBACK_FIELDS[event], _enc.encode(state))
+    async def put_callback(self, tenant: str, aid: str, state: CallbackState, event: CallbackEvent = "final") -> bool:
+        """Record a callback's state; False when it reads delivered already (a delivered state is never replaced)."""
+        return await self._run(self.records.put_callback, tenant, aid, event, pack(state), state.status)
 
     async def open_callback(self, tenant: str, aid: str, url: str, event: CallbackEvent) -> None:
         """The pending state of a callback the worker is about to queue (kept when it exists: jobs are re-run)."""
-        await self.redis.hsetnx(self._a(tenant, aid), _CALLBACK_FIELDS[event], _enc.encode(CallbackState(url=url)))
+        await self._run(self.records.open_callback, tenant, aid, event, pack(CallbackState(url=url)))
 
     # -- budget reference: scores seen per model version
-    async def record_scores(self, tenant: str, rule: str, members: dict[str, float]) -> None:
-        if not members:
-            return
-        key = f"trisk:t:{tenant}:seen:{rule}"
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.zadd(key, members)
-            await self._expire(pipe, key)
-            await pipe.execute()
+    async def record_scores(self, tenant: str, aid: str, by_rule: dict[str, list[float]]) -> bool:
+        """Add an assessment's unforced scores (per model version) to the tenant's pool, once per assessment."""
+        return await self._run(self.records.record_scores, tenant, aid, by_rule)
 
     async def seen_counts(self, tenant: str, rule: str, scores: list[float]) -> tuple[int, list[int]]:
         """How many scores this tenant has seen for a model version, and how many of them lie at or below each."""
-        key = f"trisk:t:{tenant}:seen:{rule}"
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.zcard(key)
-            for s in scores:
-                pipe.zcount(key, "-inf", s)
-            res = await pipe.execute()
-        return int(res[0]), [int(v) for v in res[1:]]
+        return await self._run(self.records.seen_counts, tenant, rule, scores)
 
     # -- batches
     async def get_batch(self, tenant: str, bid: str) -> BatchMeta:
-        raw = await self.redis.hget(self._b(tenant, bid), "meta")
+        raw = await self._run(self.records.get_batch, tenant, bid)
         if raw is None:
             raise NotFound(f"no batch {bid!r}")
-        return _batch_dec.decode(raw)
+        batch: BatchMeta = unpack(raw, BatchMeta)
+        return batch
+
+    async def export(self, tenant: str, since: float, until: float) -> AsyncIterator[AssessmentState]:
+        """A tenant's assessments created in [since, until), oldest first, a page read at a time."""
+        pages = self.records.export(tenant, since, until)
+        done = object()
+        while True:
+            row = await self._run(next, pages, done)
+            if row is done:
+                return
+            try:
+                yield _state_of(row)
+            except NotFound:
+                continue
 
 
-_CALLBACK_FIELDS: dict[CallbackEvent, str] = {"final": "callback", "cheap": "callback:cheap"}
+async def forget_review_items(store: Store, tenant: str, aids: list[str]) -> None:
+    """The review queue forgets the items of deleted or purged assessments: the hook is
+    ``service.core.review.queue.forget_items(store, tenant, assessment_ids)`` (``store``: this Store, with ``redis``,
+    ``db`` and ``records``; a coroutine function or a plain one), called when the review queue module defines it.
+    Until it does, the items of a deleted assessment stay in the queue for the retention, reading as expired."""
+    if not aids:
+        return
+    from service.core.review import queue
+
+    forget = getattr(queue, "forget_items", None)
+    if forget is not None:
+        result = forget(store, tenant, aids)
+        if asyncio.iscoroutine(result):
+            await result
 
 
-def _final_callback(meta: AssessmentMeta) -> bytes | None:
-    """The final callback's pending state, written with the assessment when the request asks for it."""
-    if "final" not in callback_events(meta.request):
-        return None
-    return _enc.encode(CallbackState(url=str(meta.request.callback_url)))
+def _row_of(meta: AssessmentMeta) -> dict[str, Any]:
+    """The new row of an assessment; the final callback's pending state is written with it when asked for."""
+    row: dict[str, Any] = {
+        "tenant": meta.tenant,
+        "id": meta.id,
+        "batch_id": meta.batch_id,
+        "created_at": meta.created_at,
+        "candidates": len(meta.request.candidates),
+        "meta": pack(meta),
+    }
+    if "final" in callback_events(meta.request):
+        row["callback"] = pack(CallbackState(url=str(meta.request.callback_url)))
+        row["callback_status"] = "pending"
+    return row
 
 
-def _state_of(fields: dict[bytes, bytes]) -> AssessmentState:
+def _opt(blob: bytes | None, type_: type[T]) -> T | None:
+    return None if blob is None else unpack(blob, type_)
+
+
+def _state_of(row: Any) -> AssessmentState:
     try:
         return AssessmentState(
-            meta=_meta_dec.decode(fields[b"meta"]),
-            cheap=_cheap_dec.decode(fields[b"part:cheap"]) if b"part:cheap" in fields else None,
-            llm=_llm_dec.decode(fields[b"part:llm"]) if b"part:llm" in fields else None,
-            final=_final_dec.decode(fields[b"final"]) if b"final" in fields else None,
-            started=b"started" in fields,
-            failed=fields[b"failed"].decode() if b"failed" in fields else None,
-            callback=_cb_dec.decode(fields[b"callback"]) if b"callback" in fields else None,
-            tail_done=fields.get(b"tail") == b"done",
-            tail_error=fields[b"tail_error"].decode() if b"tail_error" in fields else None,
-            provisional=_final_dec.decode(fields[b"provisional"]) if b"provisional" in fields else None,
-            cheap_callback=_cb_dec.decode(fields[b"callback:cheap"]) if b"callback:cheap" in fields else None,
+            meta=unpack(row.meta, AssessmentMeta),
+            cheap=_opt(row.cheap, CheapPart),
+            llm=_opt(row.llm, LLMPart),
+            final=_opt(row.final, FinalPart),
+            started=row.started_at is not None,
+            failed=row.failed,
+            callback=_opt(row.callback, CallbackState),
+            tail_done=row.tail_done_at is not None,
+            tail_error=row.tail_error,
+            provisional=_opt(row.provisional, FinalPart),
+            cheap_callback=_opt(row.callback_cheap, CallbackState),
         )
-    except msgspec.ValidationError as exc:
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         # written by an older version of the service: report it as unreadable rather than answering 500
         raise NotFound(f"assessment stored in an older format that this version cannot read ({exc})") from exc

@@ -7,11 +7,11 @@ import uuid
 from typing import Any
 
 import pytest
-import redis
 
 from service.core.novelty import NoveltyIndex
 from service.core.settings import Settings, get_settings
-from tests.conftest import TEST_REDIS_URL, TEST_TENANT
+from tests.conftest import TEST_TENANT
+from tests.records_support import store_of, stored_ids
 from tests.worker_support import StaticIndexes, run_worker_burst
 
 SOURCE = "Sattaratanasampannā, Tīsu sikkhāsu sikkhitā; Anuvicaranti mahāvīrā, Pahīnabhayabheravā."
@@ -33,7 +33,7 @@ def _assessment(cands: list[str], **extra: Any) -> dict[str, Any]:
 
 
 def _keys() -> int:
-    return len(redis.Redis.from_url(TEST_REDIS_URL).keys(f"trisk:t:{TEST_TENANT}:a:*"))
+    return len(stored_ids(store_of(), TEST_TENANT))
 
 
 def test_assessment_lifecycle(client: Any, test_settings: Settings) -> None:

@@ -19,10 +19,12 @@ from litestar.testing import TestClient
 
 from service.app import create_app
 from service.app.resources import Resources
+from service.core.durable.records_store import RecordStore
 from service.core.novelty import NoveltyIndex
 from service.core.settings import LLMSettings, Settings
 from tests.conftest import issue_test_key, keyed
 from tests.fakes.openai_server import FakeOpenAIServer, closed_port_url, models_with_panel, openai_server  # noqa: F401
+from tests.records_support import store_of
 from tests.worker_support import CallbackReceiver, run_worker_burst
 from workers.settings import WorkerSettings
 
@@ -490,7 +492,6 @@ def test_a_retry_of_the_llm_tier_gets_what_is_left_of_its_deadline(
     llm_settings: Settings,
     openai_server: FakeOpenAIServer,  # noqa: F811
 ) -> None:
-    import redis as redis_sync
 
     from workers.jobs import assess_cheap
 
@@ -501,8 +502,8 @@ def test_a_retry_of_the_llm_tier_gets_what_is_left_of_its_deadline(
         with _worker_ctx(settings) as run:
             assert run(lambda ctx: assess_cheap(ctx, api.tenant, aid)) == "cheap done; llm queued"
         # an earlier try of the LLM tier started long ago (and was lost): its deadline is spent
-        key = f"trisk:t:{api.tenant}:a:{aid}"
-        redis_sync.Redis.from_url(settings.redis.url).hset(key, "llm_started", repr(time.time() - 1000))
+        records = RecordStore(store_of(settings.durable))
+        records.mark(api.tenant, aid, llm_started_at=time.time() - 1000)
         run_worker_burst(settings)
         done = api.get(f"/v1/assessments/{aid}").json()
     assert done["status"] == "done" and done["llm_tier"]["status"] == "timed_out", done["llm_tier"]

@@ -1,4 +1,5 @@
-"""The Redis store's write-once parts, the atomic Idempotency-Key claim, and the budget pool that finalize reads."""
+"""The store's write-once parts, the atomic Idempotency-Key claim, the budget pool that finalize reads, callbacks
+never sent again once delivered, packed records: on both engines of the durable store."""
 
 from __future__ import annotations
 
@@ -12,13 +13,16 @@ import pytest_asyncio
 from redis.asyncio import Redis
 
 from service.core.budget import Budget, SeenScores
-from service.core.errors import Conflict
+from service.core.durable import DurableStore
+from service.core.durable.packing import pack, unpack
+from service.core.errors import Conflict, NotFound
 from service.core.novelty_report import NoveltySkipped
 from service.core.pipeline import Scored, final_part
 from service.core.ranking import priority
 from service.core.records import (
     AssessmentMeta,
     AssessmentRequest,
+    CallbackState,
     CandidateFinal,
     CandidateIn,
     CandidateOutcome,
@@ -44,12 +48,9 @@ MODEL = RiskModel(
 
 
 @pytest_asyncio.fixture(loop_scope="function")
-async def store() -> AsyncIterator[Store]:
+async def store(durable_store: DurableStore) -> AsyncIterator[Store]:
     r = Redis.from_url(TEST_REDIS_URL)
-    yield Store(r, retention_seconds=600)
-    keys = [k async for k in r.scan_iter(match=f"trisk:t:{TENANT}:*")]
-    if keys:
-        await r.delete(*keys)
+    yield Store(r, retention_seconds=600, db=durable_store)
     await r.aclose()
 
 
@@ -101,7 +102,7 @@ async def test_parts_are_written_once(store: Store) -> None:
 
 async def test_idempotency_key_race_creates_one_assessment_both_can_read(store: Store) -> None:
     """Two concurrent requests with one key: one creates, the other gets its id and can read it at once."""
-    other = Store(Redis.from_url(TEST_REDIS_URL), retention_seconds=600)
+    other = Store(Redis.from_url(TEST_REDIS_URL), retention_seconds=600, db=store.db)
     key = uuid.uuid4().hex
     for _ in range(20):
         key = uuid.uuid4().hex
@@ -136,7 +137,56 @@ def test_final_part_pools_the_reference_with_the_tenants_seen_scores() -> None:
     assert alone.candidates["b"].budget.tier == "top_10"
 
 
-async def test_seen_counts_are_at_or_below(store: Store) -> None:
-    await store.record_scores(TENANT, "m@1", {"x:a": 1.0, "x:b": 2.0, "x:c": 3.0})
-    await store.record_scores(TENANT, "m@1", {"x:a": 1.0})  # the same member again: no double count
+async def test_seen_counts_are_at_or_below_and_pooled_once_per_assessment(store: Store) -> None:
+    meta = _meta()
+    await store.create(meta)
+    assert await store.record_scores(TENANT, meta.id, {"m@1": [1.0, 2.0, 3.0], "m@2": [5.0]}) is True
+    assert await store.record_scores(TENANT, meta.id, {"m@1": [1.0]}) is False  # a re-run tail: no double count
     assert await store.seen_counts(TENANT, "m@1", [0.5, 2.0, 9.0]) == (3, [0, 2, 3])
+    assert await store.seen_counts(TENANT, "m@2", [4.999, 5.0]) == (1, [0, 1])
+    other = _meta()
+    await store.create(other)
+    assert await store.record_scores(TENANT, other.id, {"m@1": [2.0, -1.0]}) is True  # same bucket adds up
+    assert await store.seen_counts(TENANT, "m@1", [1.9, 2.0]) == (5, [2, 4])
+    assert await store.seen_counts(f"{TENANT}-other", "m@1", [2.0]) == (0, [0])
+
+
+async def test_a_delivered_callback_is_never_replaced(store: Store) -> None:
+    meta = _meta()
+    await store.create(meta)
+    await store.open_callback(TENANT, meta.id, "https://example.test/cb", "cheap")
+    await store.open_callback(TENANT, meta.id, "https://example.test/other", "cheap")  # kept as it is
+    state = await store.get(TENANT, meta.id)
+    assert state.cheap_callback == CallbackState(url="https://example.test/cb")
+    done = CallbackState(url="https://example.test/cb", status="delivered", attempts=1, delivered_at=1.0)
+    assert await store.put_callback(TENANT, meta.id, done, "cheap") is True
+    # a redelivered job that read "pending" before and failed afterwards cannot undo the acknowledgement
+    late = CallbackState(url="https://example.test/cb", status="pending", attempts=2, last_error="timeout")
+    assert await store.put_callback(TENANT, meta.id, late, "cheap") is False
+    assert (await store.get(TENANT, meta.id)).cheap_callback == done
+
+
+async def test_state_marks_and_first_llm_start(store: Store) -> None:
+    meta = _meta()
+    await store.create(meta)
+    first = await store.llm_started_at(TENANT, meta.id)
+    assert await store.llm_started_at(TENANT, meta.id) == first  # every try counts from the first
+    await store.mark_started(TENANT, meta.id)
+    assert (await store.get(TENANT, meta.id)).status == "running"
+    await store.put_final(TENANT, meta.id, _final(1.0))
+    await store.mark_tail_done(TENANT, meta.id)
+    state = await store.get(TENANT, meta.id)
+    assert state.status == "done" and state.tail_done
+    await store.mark_failed(TENANT, meta.id, "boom")
+    assert (await store.get(TENANT, meta.id)).status == "failed"
+    with pytest.raises(NotFound):
+        await store.get(f"{TENANT}-other", meta.id)  # tenant-scoped
+
+
+def test_packed_records_are_compressed_when_that_pays() -> None:
+    small = {"a": 1}
+    assert pack(small)[:1] == b"j" and unpack(pack(small)) == small
+    big = {"text": "Evaṃ me sutaṃ. " * 200}
+    packed = pack(big)
+    assert packed[:1] == b"z" and len(packed) < len("Evaṃ me sutaṃ. ".encode()) * 20
+    assert unpack(packed) == big

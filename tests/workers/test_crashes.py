@@ -28,6 +28,7 @@ from service.core.novelty import NoveltyIndex
 from service.core.settings import REPO_ROOT, Settings
 from tests.conftest import issue_test_key, keyed
 from tests.fakes.openai_server import FakeOpenAIServer, Reply, models_with_panel, openai_server  # noqa: F401
+from tests.records_support import pooled_count, record_fields, store_of
 from tests.support.redis_server import private_redis_server
 from tests.worker_support import CallbackReceiver
 
@@ -103,7 +104,7 @@ class Stack:
         return str(r.json()["id"])
 
     def fields(self, aid: str) -> dict[bytes, bytes]:
-        return self.redis.hgetall(f"trisk:t:{TENANT}:a:{aid}")
+        return record_fields(store_of(db_path=str(self.folder / "trisk.db")), TENANT, aid)
 
     def wait_for(self, what: str, check: Callable[[], bool], seconds: float) -> float:
         """Poll ``check`` every 10 ms; the monotonic time it first held."""
@@ -143,14 +144,10 @@ class Stack:
                     assert c["signals"][wanted[check]]["status"] == "value", (check, c["signals"])
         items = [k for k in self.redis.hkeys(f"trisk:t:{TENANT}:rq:items") if k.decode().startswith(aid)]
         assert len(items) == n, items
-        pooled = [
-            m
-            for key in self.redis.scan_iter(match=f"trisk:t:{TENANT}:seen:*")
-            for m in self.redis.zrange(key, 0, -1)
-            if m.decode().startswith(f"{aid}:")
-        ]
+        # each stack has a tenant pool of its own: what it holds is this assessment's unforced scores, once
         unforced = [c for c in done["candidates"] if c["risk"]["forced_severity"] is None]
-        assert len(pooled) == len(set(pooled)) == len(unforced)
+        assert b"pooled" in self.fields(aid)
+        assert pooled_count(store_of(db_path=str(self.folder / "trisk.db")), TENANT) == len(unforced)
         posts = [b for b in self.receiver.bodies if b["id"] == aid]
         assert len(posts) == 1 and posts[0]["status"] == "done", [b["status"] for b in posts]
         assert (done["callback"]["status"], done["callback"]["attempts"]) == ("delivered", 1)

@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import AsyncIterator
 from typing import Any
 
-from litestar import Controller, Request, Response, get, post
+import msgspec
+from litestar import Controller, Request, Response, delete, get, post
 from litestar.params import Parameter
+from litestar.response import Stream
 
 from service.app.assessments.schemas import AssessmentOut
 from service.app.assessments.services import accept_assessment
 from service.app.auth import access
 from service.app.deps import JobQueue
 from service.app.resources import Resources
+from service.core.errors import InputError, NotFound
 from service.core.records import AssessmentRequest
 from service.core.store import Store, request_hash
 from service.core.views import render_assessment
 
-__all__ = ["AssessmentController"]
+__all__ = ["AssessmentController", "ExportController"]
+
+_enc = msgspec.json.Encoder()
 
 
 class AssessmentController(Controller):
@@ -69,3 +76,43 @@ class AssessmentController(Controller):
     )
     async def read(self, assessment_id: str, store: Store, tenant: str) -> AssessmentOut:
         return render_assessment(await store.get(tenant, assessment_id))
+
+    @delete(
+        "/{assessment_id:str}",
+        operation_id="deleteAssessment",
+        **access("submit"),
+        summary="Delete an assessment: its texts, results and review items (verdicts keep label and reference)",
+        status_code=204,
+    )
+    async def remove(self, assessment_id: str, store: Store, tenant: str) -> None:
+        if not await store.forget_assessments(tenant, [assessment_id]):
+            raise NotFound(f"no assessment {assessment_id!r}")
+
+
+class ExportController(Controller):
+    path = "/v1/exports"
+    tags = ["assessments"]
+
+    @get(
+        "/assessments",
+        operation_id="exportAssessments",
+        **access("read"),
+        summary="The tenant's assessments created in [since, until) as NDJSON, oldest first, one per line",
+        media_type="application/x-ndjson",
+    )
+    async def assessments(
+        self,
+        store: Store,
+        tenant: str,
+        since: float = Parameter(default=0.0, ge=0, description="epoch seconds, inclusive"),
+        until: float | None = Parameter(default=None, ge=0, description="epoch seconds, exclusive (default: now)"),
+    ) -> Stream:
+        end = time.time() + 1.0 if until is None else until
+        if end < since:
+            raise InputError(f"until ({end}) is before since ({since})")
+
+        async def lines() -> AsyncIterator[bytes]:
+            async for state in store.export(tenant, since, end):
+                yield _enc.encode(render_assessment(state)) + b"\n"
+
+        return Stream(lines(), media_type="application/x-ndjson")

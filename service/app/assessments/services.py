@@ -191,6 +191,8 @@ async def accept_batch(
         await _rollback(store, tenant, batch.assessment_ids, batch_id, None)
         raise
     except (TriskError, OSError, ConnectionError) as exc:
+        if isinstance(exc, TriskError) and exc.status_code < 500:
+            raise  # refused as it was (a quota): nothing was written
         await _rollback(store, tenant, batch.assessment_ids, batch_id, None)
         raise NotReady(f"could not queue the batch: {exc}") from exc
     return batch

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
-from litestar import Controller, Request, Response, get, post
+from litestar import Controller, Request, Response, delete, get, post
 from litestar.response import Stream
 
 from service.app.assessments.schemas import BatchAccepted, BatchOut, BatchRequest
@@ -73,6 +73,17 @@ class BatchController(Controller):
     @get("/{batch_id:str}", operation_id="getBatch", **access("read"), summary="A batch's progress counts")
     async def read(self, batch_id: str, store: Store, tenant: str) -> BatchOut:
         return await batch_progress(store, tenant, batch_id)
+
+    @delete(
+        "/{batch_id:str}",
+        operation_id="deleteBatch",
+        **access("submit"),
+        summary="Delete a batch and every assessment of it (texts, results, review items; verdicts keep their label)",
+        status_code=204,
+    )
+    async def remove(self, batch_id: str, store: Store, tenant: str) -> None:
+        batch = await store.get_batch(tenant, batch_id)  # NotFound for another tenant's or no batch
+        await store.forget_assessments(tenant, batch.assessment_ids, batch_id)
 
     @get(
         "/{batch_id:str}/results",

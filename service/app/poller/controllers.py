@@ -15,7 +15,7 @@ from service.app.deps import JobQueue
 from service.app.resources import Resources
 from service.core.durable.personas import PersonaStore
 from service.core.errors import InputError, NotReady
-from service.core.judge_jobs import JobKind, JudgeJob, JudgeJobStore, JudgeStatus
+from service.core.judge_jobs import JobKind, JudgeJob, JudgeJobStore, JudgeStatus, job_id_of
 from service.core.metrics import BootstrapOptions
 from service.core.poller import (
     Comparison,
@@ -81,7 +81,7 @@ async def submit_judge_job(
     """Queue a validated plan for a worker: the worker decides whether judges are asked (it holds the provider;
     without one every item reads skipped with the reason)."""
     job = await judge_store.create(tenant, kind, plan)
-    await jobs.enqueue("judge", tenant, kind, job.id, job_id=f"jj:{kind}:{job.id}")
+    await jobs.enqueue("judge", tenant, kind, job.id, job_id=job_id_of(kind, job.id))
     return job
 
 

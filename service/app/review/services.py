@@ -311,14 +311,14 @@ async def adjudicate(
     record = plan_adjudication(pending, settings)
     if record is not None:
         return adjudication_out(await asyncio.to_thread(store_once, db, record))
-    await queue_adjudication(store.redis, jobs, pending, store.ttl)
+    await queue_adjudication(store, jobs, pending)
     return adjudication_out(pending)
 
 
 async def adjudication(store: Store, db: DurableStore, tenant: str, adj_id: str) -> AdjudicationOut:
     rec = await asyncio.to_thread(db.adjudication, tenant, adj_id)
     if rec is None:
-        rec = await pending_adjudication(store.redis, tenant, adj_id)
+        rec = await pending_adjudication(store, tenant, adj_id)
     if rec is None:
         raise NotFound(f"no adjudication {adj_id!r}")
     return adjudication_out(rec)

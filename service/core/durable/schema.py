@@ -16,13 +16,18 @@ __all__ = [
     "api_key_last_used",
     "api_key_revocations",
     "api_keys",
+    "assessments",
+    "batches",
     "callback_secrets",
     "fits",
+    "idempotency_keys",
+    "judge_jobs",
     "metadata",
     "model_activations",
     "persona_versions",
     "risk_models",
     "schema_compat",
+    "score_pool",
     "verdicts",
 ]
 
@@ -193,4 +198,97 @@ schema_compat = sa.Table(
     sa.Column("created_at", Time, nullable=False),
     sqlite_autoincrement=True,
     info={"append_only": True},
+)
+
+
+# -- records of work (mutable: parts are written once each, by conditional UPDATEs; purged after retention)
+Blob = sa.LargeBinary()  # a packed record (service/core/durable/packing.py): msgspec JSON, zlib where it pays
+
+# one row per assessment: what the API accepted and every part as the workers write it (each once: UPDATE ... WHERE
+# <part> IS NULL); ``todo`` is 1 while work or a callback is left, the reconciler's index
+assessments = sa.Table(
+    "assessments",
+    metadata,
+    sa.Column("tenant", sa.Text, primary_key=True),
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("batch_id", sa.Text),
+    sa.Column("created_at", Time, nullable=False),
+    sa.Column("todo", sa.Integer, nullable=False),
+    sa.Column("candidates", sa.Integer, nullable=False),  # how many: the queued-candidates quota sums them
+    sa.Column("meta", Blob, nullable=False),
+    sa.Column("cheap", Blob),
+    sa.Column("provisional", Blob),
+    sa.Column("llm", Blob),
+    sa.Column("final", Blob),
+    sa.Column("started_at", Time),
+    sa.Column("llm_started_at", Time),
+    sa.Column("failed", sa.Text),
+    sa.Column("tail_done_at", Time),
+    sa.Column("tail_error", sa.Text),
+    sa.Column("pooled_at", Time),  # its unforced scores joined the tenant's pool (once)
+    sa.Column("callback", Blob),
+    sa.Column("callback_status", sa.Text),
+    sa.Column("callback_cheap", Blob),
+    sa.Column("callback_cheap_status", sa.Text),
+    sa.Index("assessments_created", "created_at"),
+    sa.Index("assessments_tenant_created", "tenant", "created_at"),
+    sa.Index("assessments_todo", "todo", "created_at"),
+    sa.Index("assessments_tenant_todo", "tenant", "todo"),
+    info={"append_only": False},
+)
+
+# an Idempotency-Key and the assessment it created, claimed in the transaction that writes the assessment
+idempotency_keys = sa.Table(
+    "idempotency_keys",
+    metadata,
+    sa.Column("tenant", sa.Text, primary_key=True),
+    sa.Column("key", sa.Text, primary_key=True),
+    sa.Column("assessment_id", sa.Text, nullable=False),
+    sa.Column("request_sha", sa.Text, nullable=False),
+    sa.Column("created_at", Time, nullable=False),
+    sa.Index("idempotency_keys_created", "created_at"),
+    info={"append_only": False},
+)
+
+batches = sa.Table(
+    "batches",
+    metadata,
+    sa.Column("tenant", sa.Text, primary_key=True),
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("created_at", Time, nullable=False),
+    sa.Column("meta", Blob, nullable=False),
+    sa.Index("batches_created", "created_at"),
+    info={"append_only": False},
+)
+
+# the budget rank's pool: how many unforced scores per tenant, model version and score bucket (a bounded histogram,
+# service/core/durable/records_store.py says how wide a bucket is)
+score_pool = sa.Table(
+    "score_pool",
+    metadata,
+    sa.Column("tenant", sa.Text, primary_key=True),
+    sa.Column("rule", sa.Text, primary_key=True),
+    sa.Column("bucket", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("n", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", Time, nullable=False),
+    sa.Index("score_pool_updated", "updated_at"),
+    info={"append_only": False},
+)
+
+# companion judge jobs (Poller evaluations, MATA grades, multiple-choice runs): the plan, the result written once
+judge_jobs = sa.Table(
+    "judge_jobs",
+    metadata,
+    sa.Column("tenant", sa.Text, primary_key=True),
+    sa.Column("kind", sa.Text, primary_key=True),
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("created_at", Time, nullable=False),
+    sa.Column("todo", sa.Integer, nullable=False),
+    sa.Column("plan", Blob, nullable=False),
+    sa.Column("result", Blob),
+    sa.Column("started_at", Time),
+    sa.Column("failed", sa.Text),
+    sa.Index("judge_jobs_created", "created_at"),
+    sa.Index("judge_jobs_todo", "todo", "created_at"),
+    info={"append_only": False},
 )

@@ -1,11 +1,13 @@
-"""Queued adjudications: the request waits in Redis while a worker runs the panel, then its record is stored once.
+"""Queued adjudications: the request waits in the durable store while a worker runs the panel, then its record is
+stored once.
 
 The API validates the request and either stores a record at once (too few eligible judges in the panel:
 status ``skipped`` with the reason) or queues it (status ``pending``). The ``adjudicate`` job runs the panel with the
 worker's shared LLM client (its response cache included) and appends the record to the durable store; a second
 delivery finds the record there and does nothing.
 
-  trisk:t:{tenant}:adj:{id}   the pending adjudication (an ``Adjudication`` with status pending), until stored
+The pending adjudication (an ``Adjudication`` with status pending) is a row of ``judge_jobs`` (kind
+``adjudication``) until its record is stored; the workers' reconciler queues its job again if Redis lost it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import msgspec
 
 from service.core.durable import Adjudication, DuplicateRecord, DurableStore
+from service.core.durable.packing import pack, unpack
 from service.core.llm import load_panel, select_judges
 from service.core.ratelimit import charged_to
 from service.core.review.adjudication import (
@@ -30,10 +33,10 @@ from service.core.review.adjudication import (
 from service.core.settings import Settings
 
 __all__ = [
+    "KIND",
     "NO_PROVIDER_REASON",
     "new_adjudication",
     "pending_adjudication",
-    "pending_key",
     "plan_adjudication",
     "queue_adjudication",
     "run_adjudication",
@@ -41,12 +44,14 @@ __all__ = [
 ]
 
 NO_PROVIDER_REASON = "no LLM provider configured (TRISK_LLM_BASE_URL is empty)"
-_dec = msgspec.json.Decoder(Adjudication)
-_enc = msgspec.json.Encoder()
 
 
-def pending_key(tenant: str, adjudication_id: str) -> str:
-    return f"trisk:t:{tenant}:adj:{adjudication_id}"
+KIND = "adjudication"  # its kind among the judge jobs' rows
+
+
+def job_id_of(adjudication_id: str) -> str:
+    """The ``adjudicate`` job's fixed id (the API's and the reconciler's)."""
+    return f"adj:{adjudication_id}"
 
 
 def new_adjudication(
@@ -116,10 +121,9 @@ async def run_adjudication(ctx: dict[str, Any], tenant: str, adjudication_id: st
     settings: Settings = ctx["settings"]
     if await asyncio.to_thread(db.adjudication, tenant, adjudication_id) is not None:
         return "already stored"
-    raw = await ctx["store"].redis.get(pending_key(tenant, adjudication_id))
-    if raw is None:
+    pending = await pending_adjudication(ctx["store"], tenant, adjudication_id)
+    if pending is None:
         return "gone"
-    pending = _dec.decode(raw)
     record = plan_adjudication(pending, settings)
     if record is None:
         if ctx.get("llm") is None:
@@ -152,17 +156,23 @@ async def run_adjudication(ctx: dict[str, Any], tenant: str, adjudication_id: st
                 votes=counts,
             )
     await asyncio.to_thread(store_once, db, record)
-    await ctx["store"].redis.delete(pending_key(tenant, adjudication_id))
+    done = {"todo": 0, "result": pack(record.status)}
+    await asyncio.to_thread(ctx["store"].records.update_judge_job, tenant, KIND, adjudication_id, done)
     return record.status
 
 
-async def queue_adjudication(redis: Any, jobs: Any, pending: Adjudication, ttl: int | None) -> None:
-    """The API's side: keep the pending record where the worker and GET can read it, then queue the job
-    (``jobs.enqueue(function, *args, job_id=...)``)."""
-    await redis.set(pending_key(pending.tenant, pending.id), _enc.encode(pending), ex=ttl)
-    await jobs.enqueue("adjudicate", pending.tenant, pending.id, job_id=f"adj:{pending.id}")
+async def queue_adjudication(store: Any, jobs: Any, pending: Adjudication) -> None:
+    """The API's side: keep the pending record where the worker and GET can read it (``store``: the API's
+    ``service.core.store.Store``), then queue the job (``jobs.enqueue(function, *args, job_id=...)``)."""
+    row = {"tenant": pending.tenant, "kind": KIND, "id": pending.id, "created_at": pending.created_at}
+    await asyncio.to_thread(store.records.create_judge_job, {**row, "plan": pack(pending)})
+    await jobs.enqueue("adjudicate", pending.tenant, pending.id, job_id=job_id_of(pending.id))
 
 
-async def pending_adjudication(redis: Any, tenant: str, adjudication_id: str) -> Adjudication | None:
-    raw = await redis.get(pending_key(tenant, adjudication_id))
-    return None if raw is None else _dec.decode(raw)
+async def pending_adjudication(store: Any, tenant: str, adjudication_id: str) -> Adjudication | None:
+    """The pending record while its panel has not been stored (None once it is, or when there is none)."""
+    row = await asyncio.to_thread(store.records.get_judge_job, tenant, KIND, adjudication_id)
+    if row is None or row.result is not None:
+        return None
+    found: Adjudication = unpack(row.plan, Adjudication)
+    return found

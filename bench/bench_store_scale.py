@@ -1,0 +1,156 @@
+"""GET /v1/assessments/{id} against a large durable store on PostgreSQL: p50/p99 under concurrent clients as the
+stored rows grow, and the store's bytes per assessment.
+
+A private stack (service.evaluation.Stack: the API and a worker as subprocesses, a private redis-server, a
+PostgreSQL database made for the run on the local server and dropped after) takes ``--real`` PaliBench dev passages
+of 10 candidates through the real path (cheap tier); their rows are then copied server-side (INSERT ... SELECT,
+new ids, ``--tenants`` tenants, the bench's own among them) up to each size of ``--sizes``; at each size
+``--clients`` concurrent clients GET random ids of the bench's tenant for ``--seconds``.
+
+    .venv/bin/python bench/bench_store_scale.py [--sizes 10000,100000,1000000] [--clients 16] [--seconds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import numpy as np
+import sqlalchemy as sa
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench_load import _wait_done  # noqa: E402
+from bench_store_size import store_bytes  # noqa: E402
+
+from service.core.settings import SHARED_DIR  # noqa: E402
+from service.evaluation import Stack, load_benchmark, request_item, wait_ready  # noqa: E402
+
+TENANT = "evaluation"  # the tenant of the key Stack issues
+COLUMNS = (
+    "batch_id, created_at, todo, candidates, meta, cheap, provisional, llm, final, started_at, llm_started_at, failed, "
+    "tail_done_at, tail_error, pooled_at, callback, callback_status, callback_cheap, callback_cheap_status"
+)
+
+
+def grow(engine: sa.Engine, upto: int, tenants: int, chunk: int = 20_000) -> None:
+    """Copy the real rows (the bench tenant's first ones) until the table holds ``upto`` rows; one in ``tenants``
+    copies is the bench tenant's, the others spread over tenants of their own."""
+    with engine.connect() as con:
+        have = int(con.execute(sa.text("SELECT count(*) FROM assessments")).scalar_one())
+        real = int(con.execute(sa.text("SELECT count(*) FROM assessments WHERE id NOT LIKE 'copy-%'")).scalar_one())
+    while have < upto:
+        n = min(chunk, upto - have)
+        # row i copies real row i % real; its tenant is the bench's when i % tenants == 0
+        sql = f"""
+            INSERT INTO assessments (tenant, id, {COLUMNS})
+            SELECT CASE WHEN g % :tenants = 0 THEN :tenant ELSE 'bench-' || (g % :tenants) END,
+                   'copy-' || md5(g::text), {COLUMNS.replace("created_at", "created_at - g * 0.01")}
+            FROM generate_series(:lo, :hi) AS g
+            JOIN (SELECT row_number() OVER (ORDER BY id) - 1 AS k, * FROM assessments WHERE id NOT LIKE 'copy-%') r
+              ON r.k = g % :real
+        """
+        with engine.begin() as con:
+            con.execute(
+                sa.text(sql), {"tenants": tenants, "tenant": TENANT, "lo": have, "hi": have + n - 1, "real": real}
+            )
+        have += n
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as con:
+        con.exec_driver_sql("VACUUM ANALYZE assessments")
+
+
+def ids_of(engine: sa.Engine, k: int) -> list[str]:
+    with engine.connect() as con:
+        rows = con.execute(
+            sa.text("SELECT id FROM assessments WHERE tenant = :t ORDER BY random() LIMIT :k"), {"t": TENANT, "k": k}
+        )
+        return [r[0] for r in rows]
+
+
+def hammer(url: str, key: str, ids: list[str], clients: int, seconds: float) -> np.ndarray:
+    async def run() -> list[float]:
+        lat: list[float] = []
+        stop = time.monotonic() + seconds
+        async with httpx.AsyncClient(base_url=url, timeout=30, headers={"Authorization": f"Bearer {key}"}) as c:
+
+            async def loop() -> None:
+                rnd = random.Random()
+                while time.monotonic() < stop:
+                    t0 = time.perf_counter()
+                    r = await c.get(f"/v1/assessments/{rnd.choice(ids)}")
+                    lat.append(time.perf_counter() - t0)
+                    assert r.status_code == 200, r.text
+
+            await asyncio.gather(*(loop() for _ in range(clients)))
+        return lat
+
+    return np.asarray(asyncio.run(run())) * 1000
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--real", type=int, default=20, help="assessments through the real path (the rows copied)")
+    ap.add_argument("--tenants", type=int, default=20)
+    ap.add_argument("--clients", type=int, default=16)
+    ap.add_argument("--seconds", type=float, default=20.0)
+    args = ap.parse_args()
+    bench = load_benchmark(SHARED_DIR / "palibench-dev", SHARED_DIR / "corpus" / "bilara" / "root" / "pli" / "ms")
+    items = [request_item(p) for p in bench.passages if len(p["candidates"]) == 10]
+    admin_url = os.environ.get("TRISK_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    name = f"trisk_bench_{uuid.uuid4().hex[:10]}"
+    with admin.connect() as con:
+        con.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    url = sa.make_url(admin_url).set(database=name)
+    engine = sa.create_engine(url)
+    folder = Path(tempfile.mkdtemp(prefix="trisk-bench-scale-"))
+    index = str(folder / "sn12.trisk")
+    cmd = [sys.executable, "-m", "service.cli", "build-index", "--subdir", "sutta/sn/sn12", "--out", index]
+    subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    env = {
+        "TRISK_DATABASE_URL": url.render_as_string(hide_password=False).replace("+psycopg", ""),
+        "TRISK_INDEX_PATH": index,
+        "TRISK_LOG_FORMAT": "text",
+        "TRISK_WORKER_NICE": "0",
+        "TRISK_PURGE_SECONDS": "0",  # copied rows keep created_at spread back in time: nothing is purged meanwhile
+        "TRISK_RECONCILE_SECONDS": "0",
+    }
+    stack = Stack(None, 1, env=env, log_dir=folder)
+    try:
+        with httpx.Client(base_url=stack.url, timeout=60, headers={"Authorization": f"Bearer {stack.key}"}) as client:
+            wait_ready(client)
+            stack.wait_workers()
+            ids = [client.post("/v1/assessments", json=items[i % len(items)]).json()["id"] for i in range(args.real)]
+            _wait_done(client, ids, 900)
+            stack.workers[0].terminate()  # the GETs run against the API alone
+            print(f"PostgreSQL, {args.clients} clients, {args.seconds:.0f} s per size, load average {os.getloadavg()}")
+            print("| stored assessments | GET p50 | GET p99 | requests/s | store bytes per assessment |")
+            print("| --- | --- | --- | --- | --- |")
+            for size in (int(s) for s in args.sizes.split(",")):
+                grow(engine, size, args.tenants)
+                lat = hammer(stack.url, stack.key, ids_of(engine, 5000), args.clients, args.seconds)
+                per = store_bytes(engine) / size
+                p50, p99 = np.percentile(lat, 50), np.percentile(lat, 99)
+                rate = len(lat) / args.seconds
+                print(f"| {size:,} | {p50:.1f} ms | {p99:.1f} ms | {rate:.0f} | {per / 1024:.1f} KiB |", flush=True)
+    finally:
+        stack.close()
+        engine.dispose()
+        with admin.connect() as con:
+            con.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+if __name__ == "__main__":
+    main()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from redis.asyncio import Redis
@@ -205,49 +205,82 @@ def test_fit_refuses_few_labels_then_fits_and_activates(api: Any, tenant: str, d
     assert svg.text.startswith("<svg") and "<polyline" in svg.text
 
 
-def test_verdicts_need_their_lease_and_leases_their_holder(api: Any, tenant: str) -> None:
-    """Issue 20's findings over HTTP (each answered 201 or 200 before): a verdict on an item leased to another
-    reviewer citing a bogus lease id, another tenant's lease id, the other reviewer's lease or none; another reviewer
-    releasing or renewing the lease. Then what stays possible: the holder's verdict (recorded once however often it
-    is retried), a further opinion without a lease (once per Idempotency-Key), an admin key ending any lease."""
+class Leased(NamedTuple):
+    """Alice's lease on an item; Bob, another review key of the tenant; Eve's lease in another tenant."""
+
+    item: str
+    lease: dict[str, Any]
+    alice: tuple[dict[str, str], str]
+    bob: tuple[dict[str, str], str]
+    theirs: dict[str, Any]
+
+
+def leased(api: Any, tenant: str) -> Leased:
     seed(tenant, CANDS)
-    alice, alice_name = review_key(tenant, "alice")
-    bob, bob_name = review_key(tenant, "bob")
+    alice, bob = review_key(tenant, "alice"), review_key(tenant, "bob")
     elsewhere = tenant + "-x"
     seed(elsewhere, CANDS)
     eve, eve_name = review_key(elsewhere, "eve")
     # requests name their key's reviewer, so that each of them is well-formed on every version of the API
     theirs = api.post("/v1/review/claims", json={"reviewer": eve_name, "n": 1}, headers=eve).json()
-    lease = api.post("/v1/review/claims", json={"reviewer": alice_name, "n": 1}, headers=alice).json()
-    assert len(theirs["items"]) == len(lease["items"]) == 1 and lease["reviewer"] == alice_name
-    item = lease["items"][0]["id"]
-    url = f"/v1/review/items/{item}/verdict"
-    for cited, status in [("0" * 32, 409), (theirs["lease_id"], 409), (lease["lease_id"], 403), (None, 409)]:
-        r = api.post(url, json={"reviewer": bob_name, "label": "VALID", "lease_id": cited}, headers=bob)
-        assert r.status_code == status, (cited, r.text)
-        assert r.headers["content-type"].startswith("application/problem+json")
-    assert api.get(f"/v1/review/items/{item}/verdicts").json() == []
-    assert api.delete(f"/v1/review/claims/{lease['lease_id']}", headers=bob).status_code == 403
-    renew = api.post(f"/v1/review/claims/{lease['lease_id']}/renew", json={"reviewer": bob_name}, headers=bob)
-    assert renew.status_code == 403
-    assert api.get(f"/v1/review/items/{item}").json()["item"]["status"] == "leased"
-    # the holder's verdict, sent again after a lost acknowledgement: the same verdict, once
-    mine = {"reviewer": alice_name, "label": "MAJOR", "lease_id": lease["lease_id"]}
+    lease = api.post("/v1/review/claims", json={"reviewer": alice[1], "n": 1}, headers=alice[0]).json()
+    assert len(theirs["items"]) == len(lease["items"]) == 1 and lease["reviewer"] == alice[1]
+    return Leased(lease["items"][0]["id"], lease, alice, bob, theirs)
+
+
+@pytest.mark.parametrize("cited", ["bogus", "another tenant's", "none"])
+def test_a_verdict_on_a_leased_item_needs_the_lease_that_holds_it(api: Any, tenant: str, cited: str) -> None:
+    """Issue 20: a verdict on an item leased to Alice citing a bogus lease id, another tenant's lease id, or none
+    answered 201; now 409, nothing recorded."""
+    s = leased(api, tenant)
+    lease_id = {"bogus": "0" * 32, "another tenant's": s.theirs["lease_id"], "none": None}[cited]
+    bob, bob_name = s.bob
+    body = {"reviewer": bob_name, "label": "VALID", "lease_id": lease_id}
+    r = api.post(f"/v1/review/items/{s.item}/verdict", json=body, headers=bob)
+    assert r.status_code == 409, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert api.get(f"/v1/review/items/{s.item}/verdicts").json() == []
+    assert api.get(f"/v1/review/items/{s.item}").json()["item"]["status"] == "leased"
+
+
+def test_a_verdict_under_another_reviewers_lease_is_403(api: Any, tenant: str) -> None:
+    s = leased(api, tenant)
+    bob, bob_name = s.bob
+    body = {"reviewer": bob_name, "label": "VALID", "lease_id": s.lease["lease_id"]}
+    r = api.post(f"/v1/review/items/{s.item}/verdict", json=body, headers=bob)
+    assert r.status_code == 403, r.text
+    assert api.get(f"/v1/review/items/{s.item}/verdicts").json() == []
+
+
+def test_only_the_holder_or_an_admin_ends_or_renews_a_lease(api: Any, tenant: str) -> None:
+    """Issue 20: Bob released Alice's lease (200); now 403 for release and renewal, while an admin key may."""
+    s = leased(api, tenant)
+    bob, bob_name = s.bob
+    lid = s.lease["lease_id"]
+    assert api.delete(f"/v1/review/claims/{lid}", headers=bob).status_code == 403
+    assert api.post(f"/v1/review/claims/{lid}/renew", json={"reviewer": bob_name}, headers=bob).status_code == 403
+    assert api.get(f"/v1/review/items/{s.item}").json()["item"]["status"] == "leased"
+    assert api.delete(f"/v1/review/claims/{lid}").json()["released"] == 1  # the test client's key is an admin's
+    assert api.get(f"/v1/review/items/{s.item}").json()["item"]["status"] == "open"
+
+
+def test_a_retried_verdict_is_recorded_once_and_further_opinions_stay_possible(api: Any, tenant: str) -> None:
+    """The holder's verdict sent again after a lost acknowledgement is the same verdict (200), not a second one; a
+    further opinion on the reviewed item needs no lease, and its retry with the same Idempotency-Key records nothing."""
+    s = leased(api, tenant)
+    (alice, alice_name), (bob, bob_name) = s.alice, s.bob
+    url = f"/v1/review/items/{s.item}/verdict"
+    mine = {"reviewer": alice_name, "label": "MAJOR", "lease_id": s.lease["lease_id"]}
     first = api.post(url, json=mine, headers=alice)
     assert first.status_code == 201, first.text
     again = api.post(url, json=mine, headers=alice)
     assert again.status_code == 200 and again.json() == first.json()
-    # a further opinion on the reviewed item needs no lease; its retry with the same Idempotency-Key records nothing
     keyed_bob = {**bob, "Idempotency-Key": "bob-1"}
     second = api.post(url, json={"reviewer": bob_name, "label": "MINOR"}, headers=keyed_bob)
     assert second.status_code == 201 and second.json()["opinion"] == 2
     assert api.post(url, json={"reviewer": bob_name, "label": "MINOR"}, headers=keyed_bob).json() == second.json()
-    verdicts = api.get(f"/v1/review/items/{item}/verdicts").json()
+    verdicts = api.get(f"/v1/review/items/{s.item}/verdicts").json()
     assert [(v["reviewer"], v["label"], v["lease_id"]) for v in verdicts] == [
-        (alice_name, "MAJOR", lease["lease_id"]),
+        (alice_name, "MAJOR", s.lease["lease_id"]),
         (bob_name, "MINOR", None),
     ]
-    # an admin key (the test client's) may end another reviewer's lease
-    other = api.post("/v1/review/claims", json={"reviewer": bob_name, "n": 1, "scope": "all"}, headers=bob).json()
-    assert len(other["items"]) == 1
-    assert api.delete(f"/v1/review/claims/{other['lease_id']}").json()["released"] == 1

@@ -24,6 +24,7 @@ import redis
 from service.core.novelty import NoveltyIndex
 from service.core.review.queue import item_id_of
 from service.evaluation import Stack, wait_ready
+from tests.durable_support import review_item_ids, sqlite_settings
 from tests.support.redis_server import private_redis_server
 
 TENANT = "evaluation"  # the tenant of the key Stack issues
@@ -136,8 +137,7 @@ def test_two_apis_and_two_workers_finish_every_assessment_exactly_once(stack: St
         # each candidate once in the review queue (its items and its order) and, unless forced, once in the pool
         results = {aid: clients[0].get(f"/v1/assessments/{aid}").json()["candidates"] for aid in wanted}
         want_items = sorted(item_id_of(aid, c["id"]) for aid, cands in results.items() for c in cands)
-        assert sorted(k.decode() for k in r.hkeys(f"trisk:t:{TENANT}:rq:items")) == want_items
-        assert sorted(m.decode() for m in r.zrange(f"trisk:t:{TENANT}:rq:order", 0, -1)) == want_items
+        assert review_item_ids(sqlite_settings(tmp_path), TENANT) == want_items
         pooled = [m.decode() for key in r.scan_iter(match=f"trisk:t:{TENANT}:seen:*") for m in r.zrange(key, 0, -1)]
         want_pooled = [
             f"{aid}:{c['id']}" for aid, cands in results.items() for c in cands if c["risk"]["forced_severity"] is None

@@ -44,12 +44,13 @@ def body() -> str:
     return msgspec.json.encode(item).decode()
 
 
-def fill(store: DurableStore, n: int, tenants: int) -> float:
+def fill(store: DurableStore, n: int, tenants: int, reviewed: float) -> float:
     text = body()
     t0 = time.perf_counter()
     chunk = []
     with store.engine.begin() as con:
         for i in range(n):
+            priority = random.random() * (4 if i % 50 == 0 else 1)
             chunk.append(
                 {
                     "tenant": f"t{i % tenants}",
@@ -58,7 +59,7 @@ def fill(store: DurableStore, n: int, tenants: int) -> float:
                     "candidate_id": f"c{i % 10}",
                     "enqueued_at": time.time(),
                     "expires_at": time.time() + 86400,
-                    "priority": random.random() * (4 if i % 50 == 0 else 1),
+                    "priority": priority,
                     "flagged": i % 3 == 0,
                     "forced": i % 50 == 0,
                     "tier": random.choice(["top_1", "top_5", "top_20", "rest"]),
@@ -66,7 +67,8 @@ def fill(store: DurableStore, n: int, tenants: int) -> float:
                     "model": f"m{i % 4}",
                     "batch_id": None,
                     "body": text,
-                    "verdicts": 0,
+                    # reviewers work from the top: the riskiest share already has its verdict
+                    "verdicts": int(priority >= 1 - reviewed),
                 }
             )
             if len(chunk) == 5000:
@@ -74,9 +76,8 @@ def fill(store: DurableStore, n: int, tenants: int) -> float:
                 chunk = []
         if chunk:
             con.execute(review_items.insert(), chunk)
-    if store.dialect == "postgresql":
-        with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as con:
-            con.exec_driver_sql("ANALYZE review_items")
+    with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as con:
+        con.exec_driver_sql("ANALYZE review_items")
     return time.perf_counter() - t0
 
 
@@ -128,6 +129,7 @@ def main() -> None:
     ap.add_argument("--tenants", type=int, default=20)
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--requests", type=int, default=800)
+    ap.add_argument("--reviewed", type=float, default=0.5, help="share of items with a verdict (the riskiest)")
     ap.add_argument("--explain", action="store_true", help="print PostgreSQL's plan of the claim query")
     args = ap.parse_args()
     random.seed(7)
@@ -144,21 +146,26 @@ def main() -> None:
     try:
         upgrade(engine)
         store = DurableStore(engine)
-        seconds = fill(store, args.rows, args.tenants)
-        print(f"{args.engine}: {args.rows:,} items across {args.tenants} tenants, written in {seconds:.1f}s")
+        seconds = fill(store, args.rows, args.tenants, args.reviewed)
+        print(
+            f"{args.engine}: {args.rows:,} items across {args.tenants} tenants ({args.reviewed:.0%} of them reviewed, "
+            f"the riskiest), written in {seconds:.1f}s"
+        )
         if args.engine == "postgresql":
             with engine.connect() as con:
                 size = con.execute(sa.text("SELECT pg_total_relation_size('review_items')")).scalar_one()
             print(f"  review_items with its indexes: {size / args.rows:.0f} bytes per item")
-        if args.explain and args.engine == "postgresql":
+        if args.explain:
             claim_sql = (
                 "EXPLAIN SELECT id FROM review_items WHERE tenant = 't3' AND verdicts = 0 "
                 "AND NOT (lease_id IS NOT NULL "
                 "AND lease_expires > 0) AND (expires_at IS NULL OR expires_at > 0) AND flagged "
                 "ORDER BY priority DESC, id DESC LIMIT 5 FOR UPDATE SKIP LOCKED"
             )
+            if args.engine == "sqlite":  # no row locks on SQLite: the write transaction serialises claims
+                claim_sql = claim_sql.replace("EXPLAIN", "EXPLAIN QUERY PLAN").replace(" FOR UPDATE SKIP LOCKED", "")
             with engine.connect() as con:
-                print("  claim plan:\n    " + "\n    ".join(r[0] for r in con.exec_driver_sql(claim_sql)))
+                print("  claim plan:\n    " + "\n    ".join(str(r[-1]) for r in con.exec_driver_sql(claim_sql)))
         print(f"  {args.clients} clients, {args.requests} list+claim+release rounds:")
         run(store, args.tenants, args.clients, args.requests)
     finally:

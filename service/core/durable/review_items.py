@@ -79,6 +79,10 @@ class LeaseRow(msgspec.Struct, frozen=True):
     created_at: float
 
 
+# written as a literal, not a bound parameter, so both engines' planners match the partial index review_items_unreviewed
+_UNREVIEWED = c.verdicts == sa.literal_column("0")
+
+
 def _live(now: float) -> Any:
     """The item's assessment has not expired."""
     return sa.or_(c.expires_at.is_(None), c.expires_at > now)
@@ -161,11 +165,11 @@ def list_items(
     if status == "reviewed":
         where.append(c.verdicts > 0)
     elif status == "pending":
-        where.append(c.verdicts == 0)
+        where.append(_UNREVIEWED)
     elif status == "leased":
-        where += [c.verdicts == 0, _leased(now)]
+        where += [_UNREVIEWED, _leased(now)]
     elif status == "open":
-        where += [c.verdicts == 0, sa.not_(_leased(now))]
+        where += [_UNREVIEWED, sa.not_(_leased(now))]
     elif status != "any":
         raise ValueError(f"not a status of the review queue: {status!r}")
     page = _narrowed(sa.select(*_ROW).where(*where), filters, flagged_only)
@@ -191,7 +195,7 @@ def claim(
     """Lease up to ``n`` open items (never reviewed, no live lease) in the queue's order: SKIP LOCKED on PostgreSQL
     (another claim's rows are passed over, not waited for), the write transaction on SQLite."""
     expires = now + lease_seconds
-    query = sa.select(c.id).where(c.tenant == tenant, c.verdicts == 0, sa.not_(_leased(now)), _live(now))
+    query = sa.select(c.id).where(c.tenant == tenant, _UNREVIEWED, sa.not_(_leased(now)), _live(now))
     query = _narrowed(query, filters, flagged_only).order_by(c.priority.desc(), c.id.desc()).limit(n)
     with store._insert() as con:
         ids = list(con.execute(query.with_for_update(skip_locked=True)).scalars())

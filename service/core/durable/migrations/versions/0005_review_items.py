@@ -40,6 +40,14 @@ def upgrade() -> None:
         info={"append_only": False},
     )
     op.create_index("review_items_order", "review_items", ["tenant", "priority", "id"], unique=False)
+    op.create_index(
+        "review_items_unreviewed",
+        "review_items",
+        ["tenant", "priority", "id"],
+        unique=False,
+        postgresql_where=sa.text("verdicts = 0"),
+        sqlite_where=sa.text("verdicts = 0"),
+    )
     op.create_index("review_items_assessment", "review_items", ["tenant", "assessment_id"], unique=False)
     op.create_index("review_items_lease", "review_items", ["tenant", "lease_id"], unique=False)
     op.create_index("review_items_batch", "review_items", ["tenant", "batch_id", "priority"], unique=False)

@@ -172,7 +172,6 @@ def verdict_snapshot(item: QueueItem) -> dict[str, Any]:
 
 _item_dec = msgspec.json.Decoder(QueueItem)
 _enc = msgspec.json.Encoder()
-FILTER_FIELDS = rows.FILTER_COLUMNS
 QueueRow = tuple[QueueItem, ItemStatus, int, str | None]  # item, status, verdict count, live lease id
 
 

@@ -63,7 +63,7 @@ def _label_batch(api: httpx.Client, key: str, batch_id: str, labels: dict[tuple[
         label = "MAJOR" if ref["outlier"] >= 0.5 else "VALID"
         r = api.post(
             f"/v1/review/items/{it['id']}/verdict",
-            json={"reviewer": "palibench outlier labels (stand-in)", "label": label},
+            json={"label": label},
             headers=auth,
         )
         r.raise_for_status()
@@ -99,6 +99,8 @@ def main() -> int:
         admin, _ = issue_key(db, TENANT, "lead", ["admin"])
         ana, _ = issue_key(db, TENANT, "Ana", ["review"])
         ben, _ = issue_key(db, TENANT, "Ben", ["review"])
+        # the stand-in verdicts' key names their reviewer (a key is its reviewer)
+        stand_in, _ = issue_key(db, TENANT, "palibench outlier labels (stand-in)", ["review"])
         api = httpx.Client(base_url=stack.url, timeout=60)
         deadline = time.monotonic() + 120
         while True:
@@ -124,7 +126,8 @@ def main() -> int:
         _wait_done(api, f"/v1/assessments/{aid}", admin)
         if batch_id is not None:
             _wait_done(api, f"/v1/batches/{batch_id}", admin)
-            print(f"{_label_batch(api, admin, batch_id, labels)} stand-in verdicts from PaliBench's labels", flush=True)
+            labelled = _label_batch(api, stand_in, batch_id, labels)
+            print(f"{labelled} stand-in verdicts from PaliBench's labels", flush=True)
         flagged = item_id_of(aid, "d")
         with chromium() as browser:
             ctx = browser.new_context(viewport={"width": 1280, "height": 900})

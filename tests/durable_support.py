@@ -106,3 +106,19 @@ def tally_line() -> str | None:
         if counts:
             parts.append(f"{engine} ({', '.join(f'{n} {outcome}' for outcome, n in counts.items())})")
     return f"durable store tests ran on: {', '.join(parts)}" if parts else None
+
+
+def review_item_ids(settings: DurableSettings, tenant: str, assessment_id: str | None = None) -> list[str]:
+    """The ids of a tenant's review items in the store (of one assessment), sorted: what worker tests count."""
+    from service.core.durable.schema import review_items
+
+    c = review_items.c
+    query = sa.select(c.id).where(c.tenant == tenant)
+    if assessment_id is not None:
+        query = query.where(c.assessment_id == assessment_id)
+    engine = make_engine(database_url(settings))
+    try:
+        with engine.connect() as con:
+            return sorted(con.execute(query).scalars())
+    finally:
+        engine.dispose()

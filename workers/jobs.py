@@ -768,7 +768,7 @@ async def publish_cheap(ctx: dict[str, Any], state: AssessmentState) -> None:
             part = (await store.get(meta.tenant, meta.id)).provisional or part
         state.provisional = part
     await enqueue_for_review(
-        ctx["redis"], meta.tenant, state, retention_seconds=ctx["settings"].redis.retention_seconds
+        ctx["catalog"].db, meta.tenant, state, retention_seconds=ctx["settings"].redis.retention_seconds
     )
     await _queue_callback(ctx, state, "cheap")
 
@@ -816,7 +816,7 @@ async def _tail(ctx: dict[str, Any], state: AssessmentState) -> None:
     await ctx["store"].record_scores(meta.tenant, meta.id, unforced)
     # the final result replaces what the cheap tier put in the queue (priority, snapshot); verdicts stay
     await enqueue_for_review(
-        ctx["redis"], meta.tenant, state, retention_seconds=ctx["settings"].redis.retention_seconds, refresh=True
+        ctx["catalog"].db, meta.tenant, state, retention_seconds=ctx["settings"].redis.retention_seconds, refresh=True
     )
     await _queue_callback(ctx, state, "final")
     if state.llm is None or state.llm.status == "skipped":

@@ -21,7 +21,7 @@ from service.core import judge_jobs, lanes
 from service.core.durable.packing import unpack
 from service.core.records import AssessmentMeta
 from service.core.review import adjudication_jobs
-from service.core.store import Store, forget_review_items
+from service.core.store import Store
 
 __all__ = ["Plan", "jobs_of", "purge_once", "reconcile_once", "run_periodic"]
 
@@ -110,8 +110,6 @@ async def purge_once(store: Store, retention_seconds: int) -> int:
     if retention_seconds <= 0:
         return 0
     gone = await asyncio.to_thread(store.records.purge, time.time() - retention_seconds)
-    for tenant, aids in gone.assessments.items():
-        await forget_review_items(store, tenant, aids)
     if gone.count or gone.batches or gone.judge_jobs:
         logger.info("purged %d assessments, %d batches, %d judge jobs", gone.count, gone.batches, gone.judge_jobs)
     return gone.count

@@ -35,6 +35,7 @@ __all__ = [
     "key_cache",
     "principal_of",
     "require_operator",
+    "reviewer_of",
     "single_query_values",
 ]
 
@@ -211,6 +212,12 @@ def principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
     if not isinstance(user, Principal):
         raise Unauthorized("an API key is required: send Authorization: Bearer <key> or X-API-Key: <key>")
     return user
+
+
+def reviewer_of(principal: Principal) -> str:
+    """The reviewer a verdict, claim or renewal names: the key (its name and id), never a typed name. The API and the
+    workbench both take it from here; when keys name their reviewer themselves, this is where that name is taken."""
+    return f"{principal.name[:180]} ({principal.key_id})"
 
 
 def single_query_values(connection: ASGIConnection[Any, Any, Any, Any]) -> None:

@@ -77,9 +77,7 @@ def provide_jobs(resources: Resources) -> JobQueue:
 
 
 def provide_review_queue(resources: Resources) -> ReviewQueue:
-    if resources.redis is None:
-        raise NotReady("Redis is not connected")
-    return ReviewQueue(resources.redis, retention_seconds=resources.settings.redis.retention_seconds)
+    return ReviewQueue(provide_db(resources))
 
 
 def provide_judge_jobs(resources: Resources) -> JudgeJobStore:

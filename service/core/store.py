@@ -36,7 +36,7 @@ from service.core.records import (
     callback_events,
 )
 
-__all__ = ["AssessmentState", "Store", "forget_review_items", "request_hash"]
+__all__ = ["AssessmentState", "Store", "request_hash"]
 
 logger = logging.getLogger("trisk.store")
 
@@ -143,9 +143,7 @@ class Store:
     async def forget_assessments(self, tenant: str, aids: list[str], batch_id: str | None = None) -> list[str]:
         """Delete a tenant's assessments (and a batch) for good: their rows, Idempotency-Keys and review items (the
         one place deletion and the purge go through). Verdicts stay (label, ids, snapshot of signals; no texts)."""
-        gone = await self._run(self.records.delete, tenant, aids, batch_id)
-        await forget_review_items(self, tenant, gone)
-        return gone
+        return await self._run(self.records.delete, tenant, aids, batch_id)
 
     async def get(self, tenant: str, aid: str) -> AssessmentState:
         row = await self._run(self.records.get, tenant, aid)
@@ -241,22 +239,6 @@ class Store:
                 yield _state_of(row)
             except NotFound:
                 continue
-
-
-async def forget_review_items(store: Store, tenant: str, aids: list[str]) -> None:
-    """The review queue forgets the items of deleted or purged assessments: the hook is
-    ``service.core.review.queue.forget_items(store, tenant, assessment_ids)`` (``store``: this Store, with ``redis``,
-    ``db`` and ``records``; a coroutine function or a plain one), called when the review queue module defines it.
-    Until it does, the items of a deleted assessment stay in the queue for the retention, reading as expired."""
-    if not aids:
-        return
-    from service.core.review import queue
-
-    forget = getattr(queue, "forget_items", None)
-    if forget is not None:
-        result = forget(store, tenant, aids)
-        if asyncio.iscoroutine(result):
-            await result
 
 
 def _row_of(meta: AssessmentMeta) -> dict[str, Any]:

@@ -75,7 +75,7 @@ def test_assessment_lifecycle(client: Any, test_settings: Settings) -> None:
     mine = [i for i in page["items"] if i["assessment_id"] == body["id"]]
     assert {i["candidate_id"] for i in mine} == {"c0", "c1", "c2", "c3"}
     assert next(i for i in mine if i["candidate_id"] == "c3")["forced"] is True
-    claim = client.post("/v1/review/claims", json={"reviewer": "ana", "n": 1})
+    claim = client.post("/v1/review/claims", json={"n": 1})
     assert claim.status_code == 201 and len(claim.json()["items"]) == 1
 
 

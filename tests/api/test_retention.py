@@ -128,32 +128,3 @@ def test_quotas_of_stored_assessments_and_queued_candidates_are_429s(sn12_index:
             assert batch.status_code == 429 and batch.json()["quota"] == quota  # a batch counts the same
             assert api.delete(f"/v1/assessments/{ids[0]}").status_code == 204  # room again (either quota)
             assert api.post("/v1/assessments", json=_assessment(GOOD[:2])).status_code == 202
-
-
-def test_deletion_and_the_purge_hand_the_ids_to_the_review_queues_hook(
-    client: Any, durable_store: DurableStore, monkeypatch: Any
-) -> None:
-    """``service.core.review.queue.forget_items(store, tenant, ids)`` hears of every assessment removed, once."""
-    from service.core.review import queue
-    from tests.core.test_store import _meta
-    from workers.reconcile import purge_once
-
-    heard: list[tuple[str, list[str]]] = []
-
-    async def forget_items(store: Store, tenant: str, aids: list[str]) -> None:
-        assert isinstance(store, Store)
-        heard.append((tenant, sorted(aids)))
-
-    monkeypatch.setattr(queue, "forget_items", forget_items, raising=False)
-    aid = client.post("/v1/assessments", json=_assessment(GOOD[:2])).json()["id"]
-    assert client.delete(f"/v1/assessments/{aid}").status_code == 204
-    assert client.delete(f"/v1/assessments/{aid}").status_code == 404  # nothing removed: nothing to forget
-    assert heard == [(TEST_TENANT, [aid])]
-
-    heard.clear()
-    store = Store(None, retention_seconds=600, db=durable_store)
-    old = _meta()
-    old.created_at = time.time() - 10_000
-    asyncio.run(store.create(old))
-    assert asyncio.run(purge_once(store, 5_000)) == 1
-    assert heard == [(old.tenant, [old.id])]

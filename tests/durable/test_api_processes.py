@@ -22,7 +22,7 @@ import pytest
 import sqlalchemy as sa
 from redis.asyncio import Redis
 
-from service.core.durable import database_url, make_engine
+from service.core.durable import DurableStore, database_url, make_engine
 from service.core.durable.access import issue_key
 from service.core.settings import DurableSettings
 from service.evaluation import free_port
@@ -106,14 +106,14 @@ def start_servers(settings: DurableSettings, redis_url: str, folder: Path) -> Se
     return servers
 
 
-def seed_items(redis_url: str) -> list[str]:
+def seed_items(redis_url: str, db: DurableStore) -> list[str]:
     async def go() -> list[str]:
         r = Redis.from_url(redis_url)
         try:
             ids = []
             for k in range(ITEMS // 2):
                 cands = [{"id": c, "pct": 50.0, "signals": {"s": 1.0}} for c in ("a", "b")]
-                state = await write_assessment(r, TENANT, cands, ref=f"sn{k}.1:1")
+                state = await write_assessment(r, TENANT, cands, ref=f"sn{k}.1:1", db=db)
                 ids += [iid(state, "a"), iid(state, "b")]
             return ids
         finally:
@@ -125,8 +125,8 @@ def seed_items(redis_url: str) -> list[str]:
 def test_verdicts_posted_to_several_api_processes_at_once_are_all_kept(
     fresh_settings: DurableSettings, private_redis: str, tmp_path: Path
 ) -> None:
-    items = seed_items(private_redis)
     with migrated_store(fresh_settings) as store:
+        items = seed_items(private_redis, store)
         token, _ = issue_key(store, TENANT, "verdict writers", ["review"])
     servers = start_servers(fresh_settings, private_redis, tmp_path)
     answers: list[tuple[int, dict[str, Any]]] = []
@@ -138,7 +138,7 @@ def test_verdicts_posted_to_several_api_processes_at_once_are_all_kept(
             barrier.wait()
             for k in range(VERDICTS_PER_THREAD):
                 item = items[(thread + k) % len(items)]
-                r = client.post(f"/v1/review/items/{item}/verdict", json={"reviewer": f"r{thread}", "label": "MAJOR"})
+                r = client.post(f"/v1/review/items/{item}/verdict", json={"label": "MAJOR"})
                 with lock:
                     answers.append((r.status_code, r.json()))
 

@@ -218,13 +218,15 @@ def test_every_table_says_whether_it_is_append_only() -> None:
         "schema_compat",
         "verdicts",
     ]
-    # the mutable tables: a key's last-used time, and the records of work (parts fill in; the purge deletes)
+    # the mutable tables: a key's last-used time, the records of work (parts fill in; the purge deletes) and the
+    # review queue (priorities refreshed, leases, verdict counts; its rows go with their assessment)
     assert sorted(t.name for t in metadata.sorted_tables if not t.info["append_only"]) == [
         "api_key_last_used",
         "assessments",
         "batches",
         "idempotency_keys",
         "judge_jobs",
+        "review_items",
         "score_pool",
     ]
 

@@ -1,7 +1,9 @@
-"""Builders for review tests: AssessmentState-shaped records written straight into Redis db 15, labelled items."""
+"""Builders for review tests: AssessmentState-shaped records written straight into Redis db 15 (their review items
+into the durable store), labelled items."""
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from typing import Any
@@ -10,6 +12,7 @@ from redis.asyncio import Redis
 
 from service.core.budget import Budget, tier_of
 from service.core.calibration import LabelledItem
+from service.core.durable import DurableStore, open_store
 from service.core.llm import CascadePlan, Cost
 from service.core.novelty_report import NoveltySkipped
 from service.core.ranking import priority
@@ -29,10 +32,11 @@ from service.core.records import (
 )
 from service.core.review import enqueue_for_review, item_id_of
 from service.core.risk import RiskResult
+from service.core.settings import get_settings
 from service.core.store import AssessmentState, Store
 from service.core.types import Flag, Severity, SignalValue
 
-REDIS_URL = "redis://127.0.0.1:6379/15"
+REDIS_URL = os.environ.get("TRISK_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
 
 def candidate_row(
@@ -67,9 +71,12 @@ async def write_assessment(
     ref: str | None = None,
     batch_id: str | None = None,
     gemba: dict[str, dict[str, float]] | None = None,
+    db: DurableStore | None = None,
 ) -> AssessmentState:
-    """cands: {"id", "text", "model", "pct", "forced"?, "signals": {name: value}, "flags"?} per candidate."""
-    store = Store(redis, retention_seconds=600)
+    """cands: {"id", "text", "model", "pct", "forced"?, "signals": {name: value}, "flags"?} per candidate; the items go
+    to ``db``, by default the store the settings name (the one the app of a test reads)."""
+    db = db or open_store(get_settings().durable)
+    store = Store(redis, retention_seconds=600, db=db)
     req = AssessmentRequest(
         source=SourceIn(text="Evaṃ me sutaṃ. Ekaṃ samayaṃ bhagavā sāvatthiyaṃ viharati.", lang="pli", ref=ref),
         candidates=[
@@ -141,7 +148,7 @@ async def write_assessment(
     )
     await store.put_final(tenant, meta.id, final)
     state = await store.get(tenant, meta.id)
-    await enqueue_for_review(redis, tenant, state, retention_seconds=600)
+    await enqueue_for_review(db, tenant, state, retention_seconds=600)
     return state
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from redis.asyncio import Redis
 
-from service.core.durable import DurableStore, database_url, make_engine
-from service.core.settings import DurableSettings
+from service.core.durable import DurableStore, database_url, make_engine, open_store
+from service.core.durable.access import issue_key
+from service.core.settings import DurableSettings, get_settings
 from service.core.store import AssessmentState
 from tests.review.conftest import make_client, make_settings
 from tests.review.support import REDIS_URL, cleanup, iid, write_assessment
@@ -26,6 +27,18 @@ def seed(tenant: str, cands: list[dict[str, Any]], **kw: Any) -> AssessmentState
             await r.aclose()
 
     return asyncio.run(go())
+
+
+def review_key(tenant: str, name: str, scopes: tuple[str, ...] = ("review",)) -> tuple[dict[str, str], str]:
+    """Another key of a tenant (in the store the test's app reads): its request headers and the reviewer it names."""
+    token, key = issue_key(open_store(get_settings().durable), tenant, name, list(scopes))
+    return {"Authorization": f"Bearer {token}"}, f"{name} ({key.key_id})"
+
+
+def reviewer_of_api(api: Any) -> str:
+    """The reviewer the test client's own key names (what a claim by it answers)."""
+    lease = api.post("/v1/review/claims", json={"n": 1, "tier": "no-such-tier"}).json()
+    return str(lease["reviewer"])
 
 
 def _store(db_path: Path) -> DurableStore:
@@ -44,7 +57,7 @@ def test_claim_verdict_second_opinion_and_item_detail(api: Any, tenant: str) -> 
     assert r.status_code == 200, r.text
     assert [i["candidate_id"] for i in r.json()["items"]] == ["a"]
     assert api.get("/v1/review/queue", params={"scope": "all"}).json()["total"] == 2
-    lease = api.post("/v1/review/claims", json={"reviewer": "alice", "n": 5})
+    lease = api.post("/v1/review/claims", json={"n": 5})
     assert lease.status_code == 201, lease.text
     body = lease.json()
     assert [i["id"] for i in body["items"]] == [iid(st, "a")]
@@ -52,7 +65,6 @@ def test_claim_verdict_second_opinion_and_item_detail(api: Any, tenant: str) -> 
     v1 = api.post(
         f"/v1/review/items/{item_id}/verdict",
         json={
-            "reviewer": "alice",
             "label": "MAJOR",
             "note": "omits the agent",
             "error_category": "agency",
@@ -60,27 +72,33 @@ def test_claim_verdict_second_opinion_and_item_detail(api: Any, tenant: str) -> 
         },
     )
     assert v1.status_code == 201, v1.text
-    v2 = api.post(f"/v1/review/items/{item_id}/verdict", json={"reviewer": "bob", "label": "MINOR"})
+    bob, bob_name = review_key(tenant, "bob")
+    v2 = api.post(f"/v1/review/items/{item_id}/verdict", json={"label": "MINOR"}, headers=bob)
     assert v2.status_code == 201 and v2.json()["opinion"] == 2
     verdicts = api.get(f"/v1/review/items/{item_id}/verdicts").json()
-    assert [(v["reviewer"], v["label"], v["opinion"]) for v in verdicts] == [("alice", "MAJOR", 1), ("bob", "MINOR", 2)]
+    me = reviewer_of_api(api)
+    assert [(v["reviewer"], v["label"], v["opinion"]) for v in verdicts] == [(me, "MAJOR", 1), (bob_name, "MINOR", 2)]
     detail = api.get(f"/v1/review/items/{item_id}").json()
     assert detail["source"]["text"].startswith("Evaṃ") and detail["candidate"]["text"] == "So I have heard."
     assert [p["id"] for p in detail["peers"]] == ["b"]
     assert detail["judges"]["gemba_mean_risk"]["detail"]["scores"] == {"ja": 55.0, "jb": 80.0}
     assert detail["judge_scores"] == {"ja": 55.0, "jb": 80.0}
     assert detail["budget"]["tier"] == "top_1" and detail["risk"]["rule"] == "test-risk@1.0.0"
-    assert detail["item"]["status"] == "leased" and len(detail["verdicts"]) == 2
+    assert detail["item"]["status"] == "reviewed" and len(detail["verdicts"]) == 2
+    reviewed = api.get("/v1/review/queue", params={"status": "reviewed"}).json()
+    assert [i["id"] for i in reviewed["items"]] == [item_id] and reviewed["items"][0]["status"] == "reviewed"
     assert api.delete(f"/v1/review/claims/{body['lease_id']}").json()["released"] == 0  # reviewed: not requeued
     assert api.get("/v1/review/queue").json()["total"] == 0
 
 
 def test_renew_release_over_http(api: Any, tenant: str) -> None:
     seed(tenant, CANDS)
-    lease = api.post("/v1/review/claims", json={"reviewer": "alice", "n": 1, "scope": "all"}).json()
-    r = api.post(f"/v1/review/claims/{lease['lease_id']}/renew", json={"reviewer": "alice", "lease_seconds": 1200})
+    lease = api.post("/v1/review/claims", json={"n": 1, "scope": "all"}).json()
+    r = api.post(f"/v1/review/claims/{lease['lease_id']}/renew", json={"lease_seconds": 1200})
     assert r.status_code == 200 and r.json()["expires_at"] >= lease["expires_at"]
-    assert api.post(f"/v1/review/claims/{lease['lease_id']}/renew", json={"reviewer": "eve"}).status_code == 409
+    assert r.json()["reviewer"] == lease["reviewer"] == reviewer_of_api(api)
+    # a name the key does not carry is refused, not recorded
+    assert api.post(f"/v1/review/claims/{lease['lease_id']}/renew", json={"reviewer": "eve"}).status_code == 403
     assert api.delete(f"/v1/review/claims/{lease['lease_id']}").json()["released"] == 1
     assert api.delete(f"/v1/review/claims/{lease['lease_id']}").status_code == 404
 
@@ -88,12 +106,14 @@ def test_renew_release_over_http(api: Any, tenant: str) -> None:
 @pytest.mark.parametrize(
     ("path", "payload", "status"),
     [
-        ("/v1/review/claims", {"reviewer": "alice", "n": 0}, 400),
-        ("/v1/review/claims", {"reviewer": "alice", "n": -3}, 400),
+        ("/v1/review/claims", {"n": 0}, 400),
+        ("/v1/review/claims", {"n": -3}, 400),
         ("/v1/review/claims", {"reviewer": "", "n": 1}, 400),
-        ("/v1/review/claims", {"reviewer": "alice", "n": 1, "colour": "red"}, 400),
-        ("/v1/review/items/{item}/verdict", {"reviewer": "alice", "label": "GREAT"}, 400),
-        ("/v1/review/items/nosuchitem-000000000000/verdict", {"reviewer": "alice", "label": "VALID"}, 404),
+        ("/v1/review/claims", {"reviewer": "alice", "n": 1}, 403),
+        ("/v1/review/claims", {"n": 1, "colour": "red"}, 400),
+        ("/v1/review/items/{item}/verdict", {"label": "GREAT"}, 400),
+        ("/v1/review/items/{item}/verdict", {"reviewer": "alice", "label": "VALID"}, 403),
+        ("/v1/review/items/nosuchitem-000000000000/verdict", {"label": "VALID"}, 404),
         ("/v1/calibration/fits", {"budget": 0}, 400),
         ("/v1/adjudications", {"reference": "x"}, 422),
     ],
@@ -111,12 +131,7 @@ def test_verdict_survives_restart_and_redis_loss(
     settings = make_settings(models_dir)
     st = seed(tenant, CANDS)
     with make_client(settings, tenant, monkeypatch) as c1:
-        assert (
-            c1.post(
-                f"/v1/review/items/{iid(st, 'a')}/verdict", json={"reviewer": "alice", "label": "MAJOR"}
-            ).status_code
-            == 201
-        )
+        assert c1.post(f"/v1/review/items/{iid(st, 'a')}/verdict", json={"label": "MAJOR"}).status_code == 201
 
     # Redis forgets everything (no persistence on this machine); the label store on disk does not
     async def wipe() -> None:
@@ -130,6 +145,9 @@ def test_verdict_survives_restart_and_redis_loss(
     assert [(v.label, v.snapshot["signals"]["s"]["value"]) for v in rows] == [("MAJOR", 3.0)]
     with make_client(settings, tenant, monkeypatch) as c2:
         assert [v["label"] for v in c2.get(f"/v1/review/items/{iid(st, 'a')}/verdicts").json()] == ["MAJOR"]
+        # the queue is in the store too: its items and their state outlive Redis
+        queue = c2.get("/v1/review/queue", params={"status": "any", "scope": "all"}).json()["items"]
+        assert [(i["candidate_id"], i["status"]) for i in queue] == [("a", "reviewed"), ("b", "open")]
         rep = c2.get("/v1/calibration/report").json()
         assert rep["labels"]["items"] == 1 and rep["labels"]["MAJOR"] == 1
         s = next(x for x in rep["scores"] if x["name"] == "signal:s")
@@ -141,7 +159,7 @@ def test_verdict_survives_restart_and_redis_loss(
 
 def test_fit_refuses_few_labels_then_fits_and_activates(api: Any, tenant: str, db_path: Path) -> None:
     st = seed(tenant, CANDS)
-    api.post(f"/v1/review/items/{iid(st, 'a')}/verdict", json={"reviewer": "alice", "label": "MAJOR"})
+    api.post(f"/v1/review/items/{iid(st, 'a')}/verdict", json={"label": "MAJOR"})
     r = api.post("/v1/calibration/fits", json={})
     assert r.status_code == 422, r.text
     assert "need 20" in r.json()["detail"] and r.json()["needed"]["items"] == 20
@@ -156,12 +174,7 @@ def test_fit_refuses_few_labels_then_fits_and_activates(api: Any, tenant: str, d
             cands.append({"id": f"c{k}", "pct": 50.0, "signals": {"s": s, "noise": rng.gauss(0, 1)}})
         state = seed(tenant, cands, ref=f"mn{p}:1")
         for k, lab in enumerate(labels):
-            assert (
-                api.post(
-                    f"/v1/review/items/{iid(state, f'c{k}')}/verdict", json={"reviewer": "alice", "label": lab}
-                ).status_code
-                == 201
-            )
+            assert api.post(f"/v1/review/items/{iid(state, f'c{k}')}/verdict", json={"label": lab}).status_code == 201
     r = api.post("/v1/calibration/fits", json={"budget": 0.2, "folds": 4})
     assert r.status_code == 201, r.text
     out = r.json()
@@ -190,3 +203,84 @@ def test_fit_refuses_few_labels_then_fits_and_activates(api: Any, tenant: str, d
     svg = api.get("/v1/calibration/report.svg")
     assert svg.status_code == 200 and svg.headers["content-type"].startswith("image/svg+xml")
     assert svg.text.startswith("<svg") and "<polyline" in svg.text
+
+
+class Leased(NamedTuple):
+    """Alice's lease on an item; Bob, another review key of the tenant; Eve's lease in another tenant."""
+
+    item: str
+    lease: dict[str, Any]
+    alice: tuple[dict[str, str], str]
+    bob: tuple[dict[str, str], str]
+    theirs: dict[str, Any]
+
+
+def leased(api: Any, tenant: str) -> Leased:
+    seed(tenant, CANDS)
+    alice, bob = review_key(tenant, "alice"), review_key(tenant, "bob")
+    elsewhere = tenant + "-x"
+    seed(elsewhere, CANDS)
+    eve, eve_name = review_key(elsewhere, "eve")
+    # requests name their key's reviewer, so that each of them is well-formed on every version of the API
+    theirs = api.post("/v1/review/claims", json={"reviewer": eve_name, "n": 1}, headers=eve).json()
+    lease = api.post("/v1/review/claims", json={"reviewer": alice[1], "n": 1}, headers=alice[0]).json()
+    assert len(theirs["items"]) == len(lease["items"]) == 1 and lease["reviewer"] == alice[1]
+    return Leased(lease["items"][0]["id"], lease, alice, bob, theirs)
+
+
+@pytest.mark.parametrize("cited", ["bogus", "another tenant's", "none"])
+def test_a_verdict_on_a_leased_item_needs_the_lease_that_holds_it(api: Any, tenant: str, cited: str) -> None:
+    """Issue 20: a verdict on an item leased to Alice citing a bogus lease id, another tenant's lease id, or none
+    answered 201; now 409, nothing recorded."""
+    s = leased(api, tenant)
+    lease_id = {"bogus": "0" * 32, "another tenant's": s.theirs["lease_id"], "none": None}[cited]
+    bob, bob_name = s.bob
+    body = {"reviewer": bob_name, "label": "VALID", "lease_id": lease_id}
+    r = api.post(f"/v1/review/items/{s.item}/verdict", json=body, headers=bob)
+    assert r.status_code == 409, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert api.get(f"/v1/review/items/{s.item}/verdicts").json() == []
+    assert api.get(f"/v1/review/items/{s.item}").json()["item"]["status"] == "leased"
+
+
+def test_a_verdict_under_another_reviewers_lease_is_403(api: Any, tenant: str) -> None:
+    s = leased(api, tenant)
+    bob, bob_name = s.bob
+    body = {"reviewer": bob_name, "label": "VALID", "lease_id": s.lease["lease_id"]}
+    r = api.post(f"/v1/review/items/{s.item}/verdict", json=body, headers=bob)
+    assert r.status_code == 403, r.text
+    assert api.get(f"/v1/review/items/{s.item}/verdicts").json() == []
+
+
+def test_only_the_holder_or_an_admin_ends_or_renews_a_lease(api: Any, tenant: str) -> None:
+    """Issue 20: Bob released Alice's lease (200); now 403 for release and renewal, while an admin key may."""
+    s = leased(api, tenant)
+    bob, bob_name = s.bob
+    lid = s.lease["lease_id"]
+    assert api.delete(f"/v1/review/claims/{lid}", headers=bob).status_code == 403
+    assert api.post(f"/v1/review/claims/{lid}/renew", json={"reviewer": bob_name}, headers=bob).status_code == 403
+    assert api.get(f"/v1/review/items/{s.item}").json()["item"]["status"] == "leased"
+    assert api.delete(f"/v1/review/claims/{lid}").json()["released"] == 1  # the test client's key is an admin's
+    assert api.get(f"/v1/review/items/{s.item}").json()["item"]["status"] == "open"
+
+
+def test_a_retried_verdict_is_recorded_once_and_further_opinions_stay_possible(api: Any, tenant: str) -> None:
+    """The holder's verdict sent again after a lost acknowledgement is the same verdict (200), not a second one; a
+    further opinion on the reviewed item needs no lease, and its retry with the same Idempotency-Key records nothing."""
+    s = leased(api, tenant)
+    (alice, alice_name), (bob, bob_name) = s.alice, s.bob
+    url = f"/v1/review/items/{s.item}/verdict"
+    mine = {"reviewer": alice_name, "label": "MAJOR", "lease_id": s.lease["lease_id"]}
+    first = api.post(url, json=mine, headers=alice)
+    assert first.status_code == 201, first.text
+    again = api.post(url, json=mine, headers=alice)
+    assert again.status_code == 200 and again.json() == first.json()
+    keyed_bob = {**bob, "Idempotency-Key": "bob-1"}
+    second = api.post(url, json={"reviewer": bob_name, "label": "MINOR"}, headers=keyed_bob)
+    assert second.status_code == 201 and second.json()["opinion"] == 2
+    assert api.post(url, json={"reviewer": bob_name, "label": "MINOR"}, headers=keyed_bob).json() == second.json()
+    verdicts = api.get(f"/v1/review/items/{s.item}/verdicts").json()
+    assert [(v["reviewer"], v["label"], v["lease_id"]) for v in verdicts] == [
+        (alice_name, "MAJOR", s.lease["lease_id"]),
+        (bob_name, "MINOR", None),
+    ]

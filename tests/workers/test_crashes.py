@@ -27,6 +27,7 @@ from arq.jobs import deserialize_result
 from service.core.novelty import NoveltyIndex
 from service.core.settings import REPO_ROOT, Settings
 from tests.conftest import issue_test_key, keyed
+from tests.durable_support import review_item_ids, sqlite_settings
 from tests.fakes.openai_server import FakeOpenAIServer, Reply, models_with_panel, openai_server  # noqa: F401
 from tests.records_support import pooled_count, record_fields, store_of
 from tests.support.redis_server import private_redis_server
@@ -142,7 +143,7 @@ class Stack:
             for check in checks:
                 if check in wanted:
                     assert c["signals"][wanted[check]]["status"] == "value", (check, c["signals"])
-        items = [k for k in self.redis.hkeys(f"trisk:t:{TENANT}:rq:items") if k.decode().startswith(aid)]
+        items = review_item_ids(sqlite_settings(Path(self.env["TRISK_DB_PATH"]).parent), TENANT, aid)
         assert len(items) == n, items
         # each stack has a tenant pool of its own: what it holds is this assessment's unforced scores, once
         unforced = [c for c in done["candidates"] if c["risk"]["forced_severity"] is None]

@@ -20,9 +20,10 @@ from redis.asyncio import Redis
 
 from service.core.critical import default_checker
 from service.core.errors import UpstreamUnavailable
-from service.core.settings import Settings
+from service.core.settings import Settings, get_settings
 from service.core.store import Store
 from tests.conftest import TEST_REDIS_URL, TEST_TENANT
+from tests.durable_support import review_item_ids
 from tests.records_support import pooled_count, record_fields, store_of
 from tests.worker_support import CallbackReceiver, run_worker_burst
 from workers.jobs import MAX_TRIES, Embedders
@@ -140,9 +141,8 @@ def _seen(rule: str) -> int:
     return pooled_count(store_of(), TEST_TENANT, rule)
 
 
-def _queue_items(aid: str) -> list[bytes]:
-    r = redis.Redis.from_url(TEST_REDIS_URL)
-    return [k for k in r.hkeys(f"trisk:t:{TEST_TENANT}:rq:items") if k.decode().startswith(aid)]
+def _queue_items(aid: str) -> list[str]:
+    return review_item_ids(get_settings().durable, TEST_TENANT, aid)
 
 
 def _redeliver(settings: Settings, function: str, aid: str, suffix: str) -> None:

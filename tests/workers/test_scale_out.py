@@ -24,6 +24,7 @@ import redis
 from service.core.novelty import NoveltyIndex
 from service.core.review.queue import item_id_of
 from service.evaluation import Stack, wait_ready
+from tests.durable_support import review_item_ids, sqlite_settings
 from tests.records_support import pooled_count, store_of, stored_ids
 from tests.support.redis_server import private_redis_server
 
@@ -138,8 +139,7 @@ def test_two_apis_and_two_workers_finish_every_assessment_exactly_once(stack: St
         # each candidate once in the review queue (its items and its order) and, unless forced, once in the pool
         results = {aid: clients[0].get(f"/v1/assessments/{aid}").json()["candidates"] for aid in wanted}
         want_items = sorted(item_id_of(aid, c["id"]) for aid, cands in results.items() for c in cands)
-        assert sorted(k.decode() for k in r.hkeys(f"trisk:t:{TENANT}:rq:items")) == want_items
-        assert sorted(m.decode() for m in r.zrange(f"trisk:t:{TENANT}:rq:order", 0, -1)) == want_items
+        assert review_item_ids(sqlite_settings(tmp_path), TENANT) == want_items
         want_pooled = [c for cands in results.values() for c in cands if c["risk"]["forced_severity"] is None]
         assert pooled_count(db, TENANT) == len(want_pooled)
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Literal
+from typing import Any, Literal
 
-from litestar import Controller, delete, get, post
+from litestar import Controller, Request, Response, delete, get, post
 from litestar.params import Parameter
 
-from service.app.auth import access
+from service.app.auth import access, principal_of
 from service.app.deps import JobQueue
 from service.app.review import services
 from service.app.review.schemas import (
@@ -73,28 +73,36 @@ class ReviewController(Controller):
         summary="Lease up to n review items to a reviewer",
         status_code=201,
     )
-    async def claim(self, data: ClaimRequest, review_queue: ReviewQueue, tenant: str) -> LeaseOut:
-        return await services.claim(review_queue, tenant, data)
+    async def claim(
+        self, request: Request[Any, Any, Any], data: ClaimRequest, review_queue: ReviewQueue, tenant: str
+    ) -> LeaseOut:
+        who = services.acting_reviewer(principal_of(request), data.reviewer)
+        return await services.claim(review_queue, tenant, who, data)
 
     @post(
         "/claims/{lease_id:str}/renew",
         operation_id="renewReviewLease",
         **access("review"),
-        summary="Extend a lease's visibility timeout",
+        summary="Extend a lease's visibility timeout (its holder, or an admin key)",
         status_code=200,
     )
-    async def renew(self, lease_id: str, data: RenewRequest, review_queue: ReviewQueue, tenant: str) -> LeaseOut:
-        return await services.renew(review_queue, tenant, lease_id, data)
+    async def renew(
+        self, request: Request[Any, Any, Any], lease_id: str, data: RenewRequest, review_queue: ReviewQueue, tenant: str
+    ) -> LeaseOut:
+        who = services.acting_reviewer(principal_of(request), data.reviewer)
+        return await services.renew(review_queue, tenant, who, lease_id, data)
 
     @delete(
         "/claims/{lease_id:str}",
         operation_id="releaseReviewLease",
         **access("review"),
-        summary="Release a lease: its unreviewed items go back to the queue",
+        summary="Release a lease (its holder, or an admin key): its unreviewed items go back to the queue",
         status_code=200,
     )
-    async def release(self, lease_id: str, review_queue: ReviewQueue, tenant: str) -> ReleaseOut:
-        return await services.release(review_queue, tenant, lease_id)
+    async def release(
+        self, request: Request[Any, Any, Any], lease_id: str, review_queue: ReviewQueue, tenant: str
+    ) -> ReleaseOut:
+        return await services.release(review_queue, tenant, services.acting_reviewer(principal_of(request)), lease_id)
 
     @get(
         "/items/{item_id:str}",
@@ -112,12 +120,27 @@ class ReviewController(Controller):
         operation_id="recordVerdict",
         **access("review"),
         summary="Record a verdict (VALID, MINOR or MAJOR); a further verdict is kept as another opinion",
+        description=(
+            "The reviewer is the key's. An unreviewed item under a live lease takes a verdict only citing that lease, "
+            "held by this key (409 for a lease that does not hold the item, 403 for another reviewer's). A retry is "
+            "recognised by its lease or by its Idempotency-Key and answers 200 with the verdict stored first."
+        ),
         status_code=201,
     )
     async def verdict(
-        self, item_id: str, data: VerdictRequest, review_queue: ReviewQueue, db: DurableStore, tenant: str
-    ) -> VerdictOut:
-        return await services.record_verdict(review_queue, db, tenant, item_id, data)
+        self,
+        request: Request[Any, Any, Any],
+        item_id: str,
+        data: VerdictRequest,
+        review_queue: ReviewQueue,
+        tenant: str,
+        idempotency_key: str | None = Parameter(
+            header="Idempotency-Key", default=None, max_length=200, description="makes a retried verdict safe"
+        ),
+    ) -> Response[VerdictOut]:
+        who = services.acting_reviewer(principal_of(request), data.reviewer)
+        out, replayed = await services.record_verdict(review_queue, tenant, who, item_id, data, idempotency_key)
+        return Response(out, status_code=200 if replayed else 201)
 
     @get(
         "/items/{item_id:str}/verdicts",

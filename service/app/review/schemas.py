@@ -30,7 +30,17 @@ __all__ = [
     "VerdictRequest",
 ]
 
-Reviewer = Annotated[str, msgspec.Meta(min_length=1, max_length=200, description="who reviews (a stable id)")]
+Reviewer = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=200,
+        description=(
+            "optional: the key names its reviewer (`name (key id)`, as the answers show); a name given here must be "
+            "that one (403 otherwise)"
+        ),
+    ),
+]
 
 
 class QueueItemOut(msgspec.Struct):
@@ -66,7 +76,7 @@ class QueuePage(msgspec.Struct):
 class ClaimRequest(msgspec.Struct, forbid_unknown_fields=True):
     """Lease up to ``n`` open items, in budget order, matching the filters; ``scope=all`` includes unflagged ones."""
 
-    reviewer: Reviewer
+    reviewer: Reviewer | None = None
     n: Annotated[int, msgspec.Meta(ge=1, description="how many items to lease")] = 10
     lease_seconds: Annotated[int, msgspec.Meta(ge=1)] | None = None
     tier: str | None = None
@@ -85,7 +95,7 @@ class LeaseOut(msgspec.Struct):
 
 
 class RenewRequest(msgspec.Struct, forbid_unknown_fields=True):
-    reviewer: Reviewer
+    reviewer: Reviewer | None = None
     lease_seconds: Annotated[int, msgspec.Meta(ge=1)] | None = None
 
 
@@ -95,10 +105,12 @@ class ReleaseOut(msgspec.Struct):
 
 
 class VerdictRequest(msgspec.Struct, forbid_unknown_fields=True):
-    """A reviewer's verdict; a later verdict on the same item is kept as a further opinion, never an overwrite."""
+    """A reviewer's verdict; a later verdict on the same item is kept as a further opinion, never an overwrite. An
+    unreviewed item under a live lease takes a verdict only with that lease (its holder's); a retry of a verdict is
+    recognised by its lease, or by the request's Idempotency-Key, and returns the verdict stored."""
 
-    reviewer: Reviewer
     label: Label
+    reviewer: Reviewer | None = None
     note: Annotated[str, msgspec.Meta(max_length=10_000)] | None = None
     error_category: Annotated[str, msgspec.Meta(max_length=100)] | None = None
     lease_id: str | None = None

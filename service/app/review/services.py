@@ -1,4 +1,4 @@
-"""Review queue, verdict and adjudication logic behind the controllers (Redis queue + the durable store)."""
+"""Review queue, verdict and adjudication logic behind the controllers (queue and verdicts in the durable store)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from service.app.auth import reviewer_of
 from service.app.deps import JobQueue
 from service.app.review.schemas import (
     AdjudicationOut,
@@ -23,8 +24,9 @@ from service.app.review.schemas import (
     VerdictOut,
     VerdictRequest,
 )
+from service.core.auth import Principal
 from service.core.durable import Adjudication, DurableStore, Verdict
-from service.core.errors import InputError, NotFound
+from service.core.errors import Forbidden, InputError, NotFound
 from service.core.llm import CandidateChecks
 from service.core.review import JudgeVote, Lease, QueueItem, ReviewQueue, get_review_settings
 from service.core.review.adjudication_jobs import (
@@ -41,6 +43,8 @@ from service.core.views import LLMTierView, render_assessment
 
 __all__ = [
     "QueueFilters",
+    "Reviewer",
+    "acting_reviewer",
     "adjudicate",
     "adjudication",
     "adjudication_out",
@@ -76,6 +80,27 @@ def item_out(it: QueueItem, status: Any = "open", verdicts: int = 0, lease_id: s
         lease_id=lease_id,
         flags=it.snapshot.flags,
     )
+
+
+@dataclass(frozen=True)
+class Reviewer:
+    """Who claims, renews, releases or gives a verdict: the key's reviewer name, and whether the key is an admin's
+    (an admin may renew or release another reviewer's lease, never give a verdict under it)."""
+
+    name: str
+    admin: bool = False
+
+
+def acting_reviewer(principal: Principal, named: str | None = None) -> Reviewer:
+    """The reviewer is the key's (``reviewer_of``); a name the request gives must be that one, else 403: a verdict
+    is never recorded under a name its key does not carry, nor under another name than the client asked for."""
+    me = reviewer_of(principal)
+    if named is not None and named != me:
+        raise Forbidden(
+            f"this key reviews as {me!r}, not {named!r}: leave reviewer out (the key names its reviewer)",
+            extra={"reviewer": me},
+        )
+    return Reviewer(me, principal.allows("admin"))
 
 
 @dataclass(frozen=True)
@@ -127,7 +152,7 @@ def verdict_out(v: Verdict) -> VerdictOut:
     )
 
 
-async def claim(queue: ReviewQueue, tenant: str, data: ClaimRequest) -> LeaseOut:
+async def claim(queue: ReviewQueue, tenant: str, who: Reviewer, data: ClaimRequest) -> LeaseOut:
     rs = get_review_settings()
     if data.n > rs.max_claim_items:
         raise InputError(f"n is {data.n}; at most {rs.max_claim_items} items per claim (TRISK_REVIEW_MAX_CLAIM)")
@@ -136,7 +161,7 @@ async def claim(queue: ReviewQueue, tenant: str, data: ClaimRequest) -> LeaseOut
         raise InputError(f"lease_seconds is {seconds}; at most {rs.max_lease_seconds} (renew instead)")
     filters = QueueFilters(tier=data.tier, lang=data.lang, model=data.model, batch=data.batch, scope=data.scope)
     lease = await queue.claim(
-        tenant, data.reviewer, data.n, seconds, filters=filters.attributes(), flagged_only=filters.scope == "flagged"
+        tenant, who.name, data.n, seconds, filters=filters.attributes(), flagged_only=filters.scope == "flagged"
     )
     return await _lease_out(queue, tenant, lease)
 
@@ -146,57 +171,43 @@ async def _lease_out(queue: ReviewQueue, tenant: str, lease: Lease) -> LeaseOut:
     return LeaseOut(lease.id, lease.reviewer, lease.expires_at, lease.created_at, items)
 
 
-async def renew(queue: ReviewQueue, tenant: str, lease_id: str, data: RenewRequest) -> LeaseOut:
-    """Extend a lease's visibility timeout (only its reviewer may; 409 for another, 404 once it has expired)."""
+async def renew(queue: ReviewQueue, tenant: str, who: Reviewer, lease_id: str, data: RenewRequest) -> LeaseOut:
+    """Extend a lease's visibility timeout (its holder, or an admin key; 403 for another, 404 once it has ended)."""
     seconds = data.lease_seconds or get_review_settings().lease_seconds
-    return await _lease_out(queue, tenant, await queue.renew(tenant, lease_id, data.reviewer, seconds))
+    return await _lease_out(queue, tenant, await queue.renew(tenant, lease_id, who.name, seconds, admin=who.admin))
 
 
-async def release(queue: ReviewQueue, tenant: str, lease_id: str) -> ReleaseOut:
-    """Give a lease up: its unreviewed items go back to the queue."""
-    return ReleaseOut(lease_id=lease_id, released=await queue.release(tenant, lease_id))
-
-
-def _verdict_snapshot(item: QueueItem) -> dict[str, Any]:
-    """The item's results plus what calibration groups and filters by, as stored with the verdict (plain JSON, so
-    a verdict stays readable by every later version of the service)."""
-    return {
-        **msgspec.to_builtins(item.snapshot),
-        "passage": item.passage,
-        "model": item.model,
-        "lang": item.lang,
-        "batch_id": item.batch_id,
-        "tier": item.tier,
-        "percentile": item.percentile,
-        "forced": item.forced,
-    }
+async def release(queue: ReviewQueue, tenant: str, who: Reviewer, lease_id: str) -> ReleaseOut:
+    """Give a lease up (its holder, or an admin key): its unreviewed items go back to the queue."""
+    released = await queue.release(tenant, lease_id, who.name, admin=who.admin)
+    return ReleaseOut(lease_id=lease_id, released=released)
 
 
 async def record_verdict(
-    queue: ReviewQueue, db: DurableStore, tenant: str, item_id: str, data: VerdictRequest
-) -> VerdictOut:
-    """Append the verdict to the durable store first (the record), then take the item out of the open queue."""
-    item = await queue.item(tenant, item_id)  # NotFound for an unknown item
-    v = await asyncio.to_thread(
-        db.add_verdict,
-        tenant=tenant,
-        item_id=item_id,
-        assessment_id=item.assessment_id,
-        candidate_id=item.candidate_id,
-        reviewer=data.reviewer,
+    queue: ReviewQueue,
+    tenant: str,
+    who: Reviewer,
+    item_id: str,
+    data: VerdictRequest,
+    request_key: str | None = None,
+) -> tuple[VerdictOut, bool]:
+    """Append the verdict and count it on the item in one transaction, under the lease rules; returns it and whether
+    it was stored before (a retry: ``request_key`` is the request's Idempotency-Key)."""
+    v, replayed = await queue.verdict(
+        tenant,
+        item_id,
+        reviewer=who.name,
         label=data.label,
         error_category=data.error_category,
         note=data.note,
         lease_id=data.lease_id,
-        snapshot=_verdict_snapshot(item),
+        request_key=request_key,
     )
-    await queue.mark_reviewed(tenant, item_id)
-    return verdict_out(v)
+    return verdict_out(v), replayed
 
 
 async def item_detail(queue: ReviewQueue, store: Store, db: DurableStore, tenant: str, item_id: str) -> ReviewItemOut:
-    item = await queue.item(tenant, item_id)
-    (status, count, lease) = (await queue.status_of(tenant, [item_id]))[0]
+    item, status, count, lease = await queue.item_state(tenant, item_id)
     verdicts = [verdict_out(v) for v in await asyncio.to_thread(db.verdicts, tenant, item_id)]
     adjs = [adjudication_out(a) for a in await asyncio.to_thread(db.adjudications, tenant, item_id)]
     snap = item.snapshot

@@ -14,7 +14,7 @@ from litestar.connection import ASGIConnection
 from litestar.datastructures import Cookie
 from litestar.handlers.base import BaseRouteHandler
 
-from service.app.auth import admit, key_cache, single_query_values
+from service.app.auth import admit, key_cache, reviewer_of, single_query_values
 from service.app.workbench.sessions import Session, SessionStore
 from service.core.auth import Principal, principal_of_key
 from service.core.auth import Scope as KeyScope
@@ -47,12 +47,6 @@ def session_store(connection: ASGIConnection[Any, Any, Any, Any]) -> SessionStor
     if redis is None:
         raise NotReady("Redis is not connected")
     return SessionStore(redis)
-
-
-def reviewer_of(principal: Principal) -> str:
-    """The reviewer a verdict, claim or renewal names: the signed-in key (its name and id), never a typed name.
-    When keys name their reviewer themselves, this is where that name is taken."""
-    return f"{principal.name[:180]} ({principal.key_id})"
 
 
 async def _open_session(connection: ASGIConnection[Any, Any, Any, Any]) -> tuple[str, Session, Principal]:

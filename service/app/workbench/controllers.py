@@ -30,7 +30,6 @@ from service.app.workbench.access import (
     cookie,
     page_access,
     require_csrf,
-    reviewer_of,
     session_of,
     session_store,
 )
@@ -89,6 +88,7 @@ class VerdictForm(ClaimForm, forbid_unknown_fields=True):
     error_category: str = ""
     note: str = ""
     lease_id: str = ""
+    request_key: str = ""  # the page's own Idempotency-Key: the same form sent twice records one verdict
     then: str = "next"  # "next": claim the next item; "queue": back to the queue
 
 
@@ -240,8 +240,8 @@ async def _claim_and_go(
     lease = await review.claim(
         review_queue,
         tenant,
+        review.acting_reviewer(_principal(request)),
         ClaimRequest(
-            reviewer=reviewer_of(_principal(request)),
             n=1,
             tier=f.tier,
             lang=f.lang,
@@ -288,6 +288,7 @@ async def item(
         keep=keep,
         keep_query=_query(**keep),
         labels=("VALID", "MINOR", "MAJOR"),
+        request_key=secrets.token_urlsafe(18),
     )
 
 
@@ -296,7 +297,6 @@ async def verdict(
     request: Request[Any, Any, Any],
     item_id: str,
     review_queue: ReviewQueue,
-    db: DurableStore,
     tenant: str,
     data: Annotated[VerdictForm, Form],
 ) -> Redirect:
@@ -305,7 +305,6 @@ async def verdict(
     try:  # the JSON route's own limits (lengths), through its own request type
         given = msgspec.convert(
             {
-                "reviewer": reviewer_of(_principal(request)),
                 "label": data.label,
                 "note": data.note.strip() or None,
                 "error_category": data.error_category.strip() or None,
@@ -315,11 +314,12 @@ async def verdict(
         )
     except msgspec.ValidationError as exc:
         raise MalformedRequest(str(exc)) from exc
-    await review.record_verdict(review_queue, db, tenant, item_id, given)
+    who = review.acting_reviewer(_principal(request))
+    await review.record_verdict(review_queue, tenant, who, item_id, given, data.request_key[:200] or None)
     if lease_id is not None:
         # the item is reviewed: the lease (one item) is done; an already ended lease is no matter
         with contextlib.suppress(NotFound, Conflict):  # the lease ended meanwhile
-            await review.release(review_queue, tenant, lease_id)
+            await review.release(review_queue, tenant, who, lease_id)
         await session_store(request).forget_lease(token, session, lease_id)
     if data.then == "next":
         return await _claim_and_go(request, review_queue, tenant, token, data)
@@ -335,7 +335,8 @@ async def renew(
     data: Annotated[LeaseForm, Form],
 ) -> Redirect:
     token, session = form_session(request, data.csrf)
-    lease = await review.renew(review_queue, tenant, lease_id, RenewRequest(reviewer=reviewer_of(_principal(request))))
+    who = review.acting_reviewer(_principal(request))
+    lease = await review.renew(review_queue, tenant, who, lease_id, RenewRequest())
     await session_store(request).remember_lease(token, session, lease.lease_id, lease.expires_at)
     target = f"/ui/items/{data.item_id}" if data.item_id else "/ui/queue"
     return see_other(target + "?m=renewed")
@@ -350,7 +351,7 @@ async def release(
     data: Annotated[LeaseForm, Form],
 ) -> Redirect:
     token, session = form_session(request, data.csrf)
-    await review.release(review_queue, tenant, lease_id)
+    await review.release(review_queue, tenant, review.acting_reviewer(_principal(request)), lease_id)
     await session_store(request).forget_lease(token, session, lease_id)
     return see_other("/ui/queue?m=released")
 

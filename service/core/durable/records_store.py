@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
 from service.core.durable.engine import lock
+from service.core.durable.review_items import delete_items_of
 from service.core.durable.schema import assessments, batches, idempotency_keys, judge_jobs, score_pool
 from service.core.durable.store import DurableStore
 from service.core.errors import TooManyRequests
@@ -180,6 +181,7 @@ class RecordStore:
                 con.execute(assessments.delete().where(_A.tenant == tenant, _A.id.in_(found)))
                 c = idempotency_keys.c
                 con.execute(idempotency_keys.delete().where(c.tenant == tenant, c.assessment_id.in_(found)))
+                delete_items_of(con, tenant, list(found))  # review items live and die with their assessment
                 gone += found
         return gone
 

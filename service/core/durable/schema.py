@@ -25,6 +25,7 @@ __all__ = [
     "metadata",
     "model_activations",
     "persona_versions",
+    "review_items",
     "risk_models",
     "schema_compat",
     "score_pool",
@@ -62,6 +63,8 @@ verdicts = sa.Table(
     sa.Column("lease_id", sa.Text),
     sa.Column("created_at", Time, nullable=False),
     sa.Column("snapshot", sa.Text, nullable=False),  # JSON: the item's signals and risk when the verdict was given
+    # the client's Idempotency-Key: a retried verdict (lost acknowledgement) returns the one stored (0006)
+    sa.Column("request_key", sa.Text),
     sa.CheckConstraint(sa.column("label").in_(LABELS), name="label"),
     sa.Index("verdicts_item", "tenant", "item_id"),
     sqlite_autoincrement=True,
@@ -290,5 +293,48 @@ judge_jobs = sa.Table(
     sa.Column("failed", sa.Text),
     sa.Index("judge_jobs_created", "created_at"),
     sa.Index("judge_jobs_todo", "todo", "created_at"),
+    info={"append_only": False},
+)
+
+# the review queue: one row per candidate of a published assessment, mutable (priority refreshed by the final result,
+# leases, verdict counts); removed with its assessment (``review_items.forget_items``). A lease is the set of rows
+# that carry its id: no lease table, so a claim, verdict, renewal or release touches only the rows it locks
+review_items = sa.Table(
+    "review_items",
+    metadata,
+    sa.Column("tenant", sa.Text, primary_key=True),
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("assessment_id", sa.Text, nullable=False),
+    sa.Column("candidate_id", sa.Text, nullable=False),
+    sa.Column("enqueued_at", Time, nullable=False),
+    sa.Column("expires_at", Time),  # the assessment's end under TRISK_RETENTION_SECONDS (None: kept for good)
+    sa.Column("priority", sa.Double(), nullable=False),  # risk.priority: the queue's order
+    sa.Column("flagged", sa.Boolean, nullable=False),
+    sa.Column("forced", sa.Boolean, nullable=False),
+    sa.Column("tier", sa.Text),
+    sa.Column("lang", sa.Text, nullable=False),
+    sa.Column("model", sa.Text),
+    sa.Column("batch_id", sa.Text),
+    sa.Column("body", sa.Text, nullable=False),  # the QueueItem's JSON (snapshot a verdict copies)
+    sa.Column("verdicts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("lease_id", sa.Text),
+    sa.Column("lease_reviewer", sa.Text),
+    sa.Column("lease_created", Time),
+    sa.Column("lease_expires", Time),
+    # listing walks a tenant's items by priority (descending: the index read backwards); claiming and the default
+    # listing (pending) walk only the unreviewed ones, so reviewed items at the top never slow a claim down
+    sa.Index("review_items_order", "tenant", "priority", "id"),
+    sa.Index(
+        "review_items_unreviewed",
+        "tenant",
+        "priority",
+        "id",
+        postgresql_where=sa.text("verdicts = 0"),
+        sqlite_where=sa.text("verdicts = 0"),
+    ),
+    sa.Index("review_items_assessment", "tenant", "assessment_id"),
+    sa.Index("review_items_lease", "tenant", "lease_id"),
+    sa.Index("review_items_batch", "tenant", "batch_id", "priority"),
+    sa.Index("review_items_expiry", "expires_at"),
     info={"append_only": False},
 )

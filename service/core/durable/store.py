@@ -22,7 +22,15 @@ from service.core.durable.schema import adjudications, fits, model_activations, 
 from service.core.errors import Conflict, Unavailable
 from service.core.settings import DurableSettings
 
-__all__ = ["DuplicateRecord", "DurableStore", "StoreUnavailable", "close_stores", "open_store"]
+__all__ = [
+    "DuplicateRecord",
+    "DurableStore",
+    "StoreUnavailable",
+    "close_stores",
+    "insert_verdict",
+    "open_store",
+    "read_verdicts",
+]
 
 _enc = msgspec.json.Encoder()
 _adj_dec = msgspec.json.Decoder(Adjudication)
@@ -37,6 +45,84 @@ class DuplicateRecord(Conflict):
 class StoreUnavailable(Unavailable):
     """The database does not answer (down, failing over, or an SQLite file locked past the busy timeout): a 503 that
     a client may retry, not a 500. Nothing was written."""
+
+
+def insert_verdict(con: Connection, v: Verdict, request_key: str | None = None) -> Verdict:
+    """Append ``v`` in the caller's write transaction; returns it with its id and opinion number (``v.id`` and
+    ``v.opinion`` are ignored). The one insert of a verdict: ``DurableStore.add_verdict`` and the review queue's
+    verdict (which checks the item's lease in the same transaction) both go through it."""
+    # verdicts on one item are numbered in id order: one writer per item at a time, so that the id a verdict gets and
+    # the earlier verdicts it counts agree (on PostgreSQL, rows of transactions still open are not counted, and their
+    # ids may be lower)
+    lock(con, f"verdicts:{v.tenant}:{v.item_id}")
+    result = con.execute(
+        verdicts.insert().values(
+            tenant=v.tenant,
+            item_id=v.item_id,
+            assessment_id=v.assessment_id,
+            candidate_id=v.candidate_id,
+            reviewer=v.reviewer,
+            label=v.label,
+            error_category=v.error_category,
+            note=v.note,
+            lease_id=v.lease_id,
+            created_at=v.created_at,
+            snapshot=_enc.encode(v.snapshot).decode(),
+            request_key=request_key,
+        )
+    )
+    key = result.inserted_primary_key
+    assert key is not None
+    vid = int(key[0])
+    opinion = con.execute(
+        sa.select(sa.func.count())
+        .select_from(verdicts)
+        .where(verdicts.c.tenant == v.tenant, verdicts.c.item_id == v.item_id, verdicts.c.id <= vid)
+    ).scalar_one()
+    return msgspec.structs.replace(v, id=vid, opinion=int(opinion))
+
+
+def read_verdicts(con: Connection, tenant: str, item_id: str | None = None) -> list[tuple[Verdict, str | None]]:
+    """Every verdict of a tenant (or of one item), oldest first, numbered per item, each with its request key."""
+    c = verdicts.c
+    query = sa.select(
+        c.id,
+        c.tenant,
+        c.item_id,
+        c.assessment_id,
+        c.candidate_id,
+        c.reviewer,
+        c.label,
+        c.error_category,
+        c.note,
+        c.lease_id,
+        c.created_at,
+        c.snapshot,
+        c.request_key,
+    ).where(c.tenant == tenant)
+    if item_id is not None:
+        query = query.where(c.item_id == item_id)
+    seen: dict[str, int] = {}
+    out = []
+    for r in con.execute(query.order_by(c.id)).all():
+        seen[r.item_id] = seen.get(r.item_id, 0) + 1
+        verdict = Verdict(
+            int(r.id),
+            r.tenant,
+            r.item_id,
+            r.assessment_id,
+            r.candidate_id,
+            r.reviewer,
+            r.label,
+            r.error_category,
+            r.note,
+            r.lease_id,
+            float(r.created_at),
+            snapshot=msgspec.json.decode(r.snapshot),
+            opinion=seen[r.item_id],
+        )
+        out.append((verdict, r.request_key))
+    return out
 
 
 class DurableStore:
@@ -93,94 +179,29 @@ class DurableStore:
         lease_id: str | None,
         snapshot: dict[str, Any],
     ) -> Verdict:
-        now = time.time()
         with self._insert() as con:
-            # verdicts on one item are numbered in id order: one writer per item at a time, so that the id a verdict
-            # gets and the earlier verdicts it counts agree (on PostgreSQL, rows of transactions still open are not
-            # counted, and their ids may be lower)
-            lock(con, f"verdicts:{tenant}:{item_id}")
-            result = con.execute(
-                verdicts.insert().values(
-                    tenant=tenant,
-                    item_id=item_id,
-                    assessment_id=assessment_id,
-                    candidate_id=candidate_id,
-                    reviewer=reviewer,
-                    label=label,
-                    error_category=error_category,
-                    note=note,
-                    lease_id=lease_id,
-                    created_at=now,
-                    snapshot=_enc.encode(snapshot).decode(),
-                )
+            return insert_verdict(
+                con,
+                Verdict(
+                    0,
+                    tenant,
+                    item_id,
+                    assessment_id,
+                    candidate_id,
+                    reviewer,
+                    label,
+                    error_category,
+                    note,
+                    lease_id,
+                    time.time(),
+                    snapshot,
+                ),
             )
-            key = result.inserted_primary_key
-            assert key is not None
-            vid = int(key[0])
-            opinion = con.execute(
-                sa.select(sa.func.count())
-                .select_from(verdicts)
-                .where(verdicts.c.tenant == tenant, verdicts.c.item_id == item_id, verdicts.c.id <= vid)
-            ).scalar_one()
-        return Verdict(
-            vid,
-            tenant,
-            item_id,
-            assessment_id,
-            candidate_id,
-            reviewer,
-            label,
-            error_category,
-            note,
-            lease_id,
-            now,
-            snapshot,
-            int(opinion),
-        )
 
     def verdicts(self, tenant: str, item_id: str | None = None) -> list[Verdict]:
         """Every verdict of a tenant (or of one item), oldest first, numbered per item."""
-        c = verdicts.c
-        query = sa.select(
-            c.id,
-            c.tenant,
-            c.item_id,
-            c.assessment_id,
-            c.candidate_id,
-            c.reviewer,
-            c.label,
-            c.error_category,
-            c.note,
-            c.lease_id,
-            c.created_at,
-            c.snapshot,
-        ).where(c.tenant == tenant)
-        if item_id is not None:
-            query = query.where(c.item_id == item_id)
         with self._read() as con:
-            rows = con.execute(query.order_by(c.id)).all()
-        seen: dict[str, int] = {}
-        out = []
-        for r in rows:
-            seen[r.item_id] = seen.get(r.item_id, 0) + 1
-            out.append(
-                Verdict(
-                    int(r.id),
-                    r.tenant,
-                    r.item_id,
-                    r.assessment_id,
-                    r.candidate_id,
-                    r.reviewer,
-                    r.label,
-                    r.error_category,
-                    r.note,
-                    r.lease_id,
-                    float(r.created_at),
-                    snapshot=msgspec.json.decode(r.snapshot),
-                    opinion=seen[r.item_id],
-                )
-            )
-        return out
+            return [v for v, _ in read_verdicts(con, tenant, item_id)]
 
     # -- adjudications
     def add_adjudication(self, adj: Adjudication) -> Adjudication:

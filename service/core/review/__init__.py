@@ -1,4 +1,4 @@
-"""Human review: the review queue (Redis) and panel adjudications; verdicts are kept in ``service.core.durable``."""
+"""Human review: the review queue and panel adjudications; the queue and verdicts are in ``service.core.durable``."""
 
 from __future__ import annotations
 

@@ -663,16 +663,13 @@ def _stopped_part(
         _cascade_items(state), ctx["llm_panel"], settings.llm, configured=status != "skipped", **_cascade_asked(state)
     )
     judges = dict(sorted(guard.costs.items())) if guard is not None else {}
-    total = Cost()
-    for cost in judges.values():
-        total.add(cost)
     return LLMPart(
         finished_at=time.time(),
         candidates={
             c.id: CandidateOutcome(signals={LLM_SIGNALS[w]: skipped for w in wanted}, flags=[]) for c in req.candidates
         },
         signature=_llm_signature(ctx),
-        cost=total,
+        cost=Cost.total(judges.values()),
         plan=plan,
         details={},
         status=status,

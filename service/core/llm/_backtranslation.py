@@ -28,7 +28,7 @@ from service.core.chrf import chrf as chrf_score
 from service.core.llm._client import ChatMessage
 from service.core.llm._gemba import data_fence_tag
 from service.core.llm._guard import max_tokens_for
-from service.core.llm._judging import Attempt, AttemptOptions, Cost, JudgeStatus, ask_until_parsed
+from service.core.llm._judging import AttemptOptions, JudgeRun, ask_until_parsed, readable
 from service.core.llm._panels import Judge, resolve_endpoint
 from service.core.text import content_tokens, word_tokens
 from service.core.types import SignalResult, SignalSkipped, SignalValue
@@ -89,10 +89,9 @@ def build_backtranslation_messages(candidate: str) -> list[ChatMessage]:
 
 def parse_backtranslation(text: str | None, finish_reason: str | None = "stop") -> tuple[str | None, str | None]:
     """``(pali, None)`` or ``(None, error)``; see the module docstring."""
-    if finish_reason == "length":
-        return None, "truncated"
-    if text is None or not text.strip():
-        return None, "empty"
+    text, unread = readable(text, finish_reason)
+    if text is None:
+        return None, unread
     start = text.find("{")
     while start != -1:
         try:
@@ -153,20 +152,11 @@ def backtranslation_metrics(source: str, backtranslation: str) -> Backtranslatio
     )
 
 
-class BacktranslationResult(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    judge_id: str
-    model: str
-    family: str
-    status: JudgeStatus
+class BacktranslationResult(JudgeRun, forbid_unknown_fields=True, frozen=True, kw_only=True):
     pali: str | None
-    raw: str | None
-    error: str | None
     metrics: BacktranslationMetrics | None
-    attempts: list[Attempt]
-    cost: Cost
     prompt_version: str = BACKTRANSLATION_PROMPT_VERSION
     prompt_hash: str = BACKTRANSLATION_PROMPT_HASH
-    parse_error: str | None = None  # why the last answer did not parse (status invalid)
 
 
 async def backtranslate(
@@ -194,18 +184,8 @@ async def backtranslate(
         judge_id=judge.id,
     )
     pali = outcome.value if outcome.status == "valid" else None
-    return BacktranslationResult(
-        judge_id=judge.id,
-        model=judge.model,
-        family=judge.family,
-        status=outcome.status,
-        pali=pali,
-        raw=outcome.raw,
-        error=None if outcome.status == "valid" else outcome.error,
-        metrics=None if pali is None else backtranslation_metrics(source, pali),
-        attempts=outcome.attempts,
-        cost=outcome.cost,
-        parse_error=outcome.parse_error if outcome.status == "invalid" else None,
+    return BacktranslationResult.of(
+        judge, outcome, pali=pali, metrics=None if pali is None else backtranslation_metrics(source, pali)
     )
 
 

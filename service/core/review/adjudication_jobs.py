@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 from service.core.durable import Adjudication, DuplicateRecord, DurableStore
-from service.core.llm import load_panel, select_judges
+from service.core.llm import NO_PROVIDER_CONFIGURED, load_panel, panel_too_small, select_judges
 from service.core.ratelimit import charged_to
 from service.core.review.adjudication import (
     ADJUDICATION_PROMPT_HASH,
@@ -40,7 +40,7 @@ __all__ = [
     "store_once",
 ]
 
-NO_PROVIDER_REASON = "no LLM provider configured (TRISK_LLM_BASE_URL is empty)"
+NO_PROVIDER_REASON = NO_PROVIDER_CONFIGURED
 _dec = msgspec.json.Decoder(Adjudication)
 _enc = msgspec.json.Encoder()
 
@@ -95,8 +95,7 @@ def plan_adjudication(pending: Adjudication, settings: Settings) -> Adjudication
             pending,
             status="skipped",
             panel_version=panel.version,
-            reason=f"panel {panel.name!r} has {len(judges)} eligible judges for this candidate; adjudication needs "
-            f"{PANEL_SIZE}",
+            reason=panel_too_small(panel.name, len(judges), PANEL_SIZE),
         )
     return None
 

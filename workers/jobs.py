@@ -63,6 +63,7 @@ from service.core.records import (
 )
 from service.core.redact import redact_url, remember
 from service.core.redis_client import REDIS_AWAY, waiting_retry
+from service.core.retry import callback_retry_delay, job_retry_delay
 from service.core.risk import RiskRegistry
 from service.core.risk_catalog import ModelCatalog
 from service.core.sealing import Sealer
@@ -125,8 +126,8 @@ TRANSIENT = (UpstreamError, Unavailable, redis.exceptions.ConnectionError, redis
 
 
 def retry_delay(tries: int) -> float:
-    """Seconds before the next try of a failed job: 2, 4, 8, ... capped at a minute."""
-    return float(min(60, 2**tries))
+    """Seconds before the next try of a failed job (``service.core.retry``; a test's ctx may replace it)."""
+    return job_retry_delay(tries)
 
 
 # ------------------------------------------------------------------------------------------------------ lifecycle
@@ -845,7 +846,7 @@ async def deliver_callback(ctx: dict[str, Any], tenant: str, aid: str, event: Ca
         cb.status = "failed" if tries >= max_tries else "pending"
         await store.put_callback(tenant, aid, cb, event)
         if tries < max_tries:
-            raise Retry(defer=min(300.0, backoff * 2 ** (tries - 1))) from exc
+            raise Retry(defer=callback_retry_delay(tries, backoff)) from exc
         return "failed"
     cb.status = "delivered"
     cb.delivered_at = time.time()

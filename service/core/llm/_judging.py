@@ -165,24 +165,22 @@ PARSE_ERROR_WORDS: dict[str, str] = {
 
 
 class JudgeAnswer(msgspec.Struct, frozen=True):
-    """How one judge's call ended, as ``dominant_cause`` counts it."""
+    """How one judge's call ended, as ``dominant_cause`` counts it: the base of every judge's result."""
 
     status: JudgeStatus
-    parse_error: str | None = None
+    parse_error: str | None = None  # why the last answer did not parse (status invalid): "truncated", ...
     error: str | None = None
 
 
-class JudgeResult(msgspec.Struct, frozen=True, kw_only=True):
+class JudgeResult(JudgeAnswer, frozen=True, kw_only=True):
     """What every judge's result starts with: the judge, how its call ended, its last answer as written, the error
     (None when valid) and, when its answers did not parse, the last parse error. Each judge kind adds its value."""
 
     judge_id: str
     model: str
     family: str
-    status: JudgeStatus
     raw: str | None
-    error: str | None
-    parse_error: str | None = None
+    error: str | None  # given by every result (None when valid), not defaulted
 
     @classmethod
     def of(cls, judge: Judge, outcome: Outcome[Any], **fields: Any) -> Self:
@@ -200,10 +198,6 @@ class JudgeResult(msgspec.Struct, frozen=True, kw_only=True):
             "error": None if outcome.status == "valid" else outcome.error,
             "parse_error": outcome.parse_error if outcome.status == "invalid" else None,
         }
-
-    def answer(self) -> JudgeAnswer:
-        """How the call ended, as ``dominant_cause`` counts it."""
-        return JudgeAnswer(self.status, self.parse_error, self.error)
 
 
 class JudgeRun(JudgeResult, frozen=True, kw_only=True):
@@ -226,7 +220,7 @@ _CAUSE_WORDS: dict[str, str] = {
 }
 
 
-def dominant_status(answers: Sequence[JudgeAnswer | JudgeResult]) -> JudgeStatus | None:
+def dominant_status(answers: Sequence[JudgeAnswer]) -> JudgeStatus | None:
     """The most common way the judges that gave nothing ended; None when every one gave a value (or none was asked).
     Ties go to the cause a user can act on first: answers that do not parse, then timeouts, failures, skips."""
     counts = {status: sum(1 for a in answers if a.status == status) for status in _CAUSE_ORDER}
@@ -234,7 +228,7 @@ def dominant_status(answers: Sequence[JudgeAnswer | JudgeResult]) -> JudgeStatus
     return status if counts[status] else None
 
 
-def dominant_cause(answers: Sequence[JudgeAnswer | JudgeResult]) -> str | None:
+def dominant_cause(answers: Sequence[JudgeAnswer]) -> str | None:
     """``dominant_status`` in words, with its commonest detail: "3 of 3 judges gave answers that do not parse:
     truncated at max_tokens", "2 of 3 judges gave no answer in time: ..."; None when there is nothing to explain."""
     status = dominant_status(answers)

@@ -26,7 +26,6 @@ import functools
 import logging
 import os
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 if TYPE_CHECKING:
@@ -253,7 +252,7 @@ def _default_panel(settings: Settings) -> Any:
     broken panel shows as a worker that does not start, not as judges that silently never run."""
     from service.core.llm import load_panel
 
-    panels = Path(settings.risk.models_dir) / "panels"
+    panels = settings.risk.panels_dir
     try:
         return load_panel(settings.llm.panel, panels_dir=panels)
     except TriskError as exc:

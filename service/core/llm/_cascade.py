@@ -1,11 +1,11 @@
 """The cascade: spend LLM checks on the riskiest tail by routing score, within a budget fraction and a call cap.
 
 Planning is pure (``plan_cascade``): candidates are ranked by routing score (highest first, NaN last, ties by
-id), the top ``ceil(budget_fraction * n)`` are eligible, and in rank order each eligible candidate gets GEMBA
-(one call per selected judge) and then backtranslation (one call) while the nominal calls fit under
-``max_calls``; the first check that does not fit ends the spending (nothing ranked lower is back-filled).
-The cap budgets nominal calls; parse and HTTP retries are reported in ``cost`` but not pre-budgeted.
-Without a provider every check is skipped ("no LLM provider configured").
+id), the top ``budget_count(n, budget_fraction)`` are eligible (``service.core.budget``: ceil, at least one), and
+in rank order each eligible candidate gets GEMBA (one call per selected judge) and then backtranslation (one call)
+while the nominal calls fit under ``max_calls``; the first check that does not fit ends the spending (nothing ranked
+lower is back-filled). The cap budgets nominal calls; parse and HTTP retries are reported in ``cost`` but not
+pre-budgeted. Without a provider every check is skipped ("no LLM provider configured").
 
 Running is bounded (``CallGuard``): every call shares the deadline ``settings.deadline_seconds``; a check whose
 judges did not answer in time reads ``timed_out``, one whose judges all failed ``failed``, each with the reason.
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
+from service.core.budget import budget_count
 from service.core.errors import InputError
 from service.core.llm._backtranslation import BacktranslationResult, backtranslate, backtranslation_signal
 from service.core.llm._client import NO_PROVIDER
@@ -147,7 +148,7 @@ def plan_cascade(
     if max_calls < 0:
         raise InputError("max_calls must not be negative")
     n = len(items)
-    budget = min(n, math.ceil(budget_fraction * n - 1e-9))
+    budget = budget_count(n, budget_fraction)
     ranked = sorted(range(n), key=lambda i: _rank_key(items[i]))
     planned: dict[int, PlannedCandidate] = {}
     spent = 0

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -88,7 +87,7 @@ def new_adjudication(
 def plan_adjudication(pending: Adjudication, settings: Settings) -> Adjudication | None:
     """The record to store at once when the panel cannot run (skipped, with the reason); None when it can. Whether
     a provider is there is the worker's to decide (``run_adjudication``), not the API's."""
-    panel = load_panel(pending.panel or settings.llm.panel, panels_dir=Path(settings.risk.models_dir) / "panels")
+    panel = load_panel(pending.panel or settings.llm.panel, panels_dir=settings.risk.panels_dir)
     judges = select_judges(panel, pending.candidate_model).judges[:PANEL_SIZE]
     if len(judges) < PANEL_SIZE:
         return msgspec.structs.replace(
@@ -124,9 +123,7 @@ async def run_adjudication(ctx: dict[str, Any], tenant: str, adjudication_id: st
         if ctx.get("llm") is None:
             record = msgspec.structs.replace(pending, status="skipped", reason=NO_PROVIDER_REASON)
         else:
-            panel = load_panel(
-                pending.panel or settings.llm.panel, panels_dir=Path(settings.risk.models_dir) / "panels"
-            )
+            panel = load_panel(pending.panel or settings.llm.panel, panels_dir=settings.risk.panels_dir)
             judges = select_judges(panel, pending.candidate_model).judges[:PANEL_SIZE]
             votes, label, counts = await run_panel(
                 charged_to(ctx["llm"], ctx["store"].redis, tenant, settings.llm),

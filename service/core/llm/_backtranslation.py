@@ -27,9 +27,9 @@ import msgspec
 from service.core.chrf import chrf as chrf_score
 from service.core.llm._client import ChatMessage
 from service.core.llm._gemba import data_fence_tag
-from service.core.llm._guard import max_tokens_for
-from service.core.llm._judging import AttemptOptions, JudgeRun, ask_until_parsed, readable
-from service.core.llm._panels import Judge, resolve_endpoint
+from service.core.llm._judging import AttemptOptions, JudgeRun, readable
+from service.core.llm._panels import Judge
+from service.core.llm._runner import ask_judge
 from service.core.text import content_tokens, word_tokens
 from service.core.types import SignalResult, SignalSkipped, SignalValue
 
@@ -172,16 +172,17 @@ async def backtranslate(
     """Backtranslate ``candidate`` (the judge never sees ``source``) and score it against ``source``; the answer may
     be about as long as the source (``max_tokens_for``), not unbounded."""
     options = options or AttemptOptions(temperature=settings.temperature, max_attempts=settings.parse_attempts)
-    outcome = await ask_until_parsed(
+    outcome = await ask_judge(
         client,
-        resolve_endpoint(judge, settings),
+        judge,
+        settings,
         build_backtranslation_messages(candidate),
+        call="backtranslation",
         prompt_version=BACKTRANSLATION_PROMPT_VERSION,
         parse=parse_backtranslation,
         options=options,
-        max_tokens=max_tokens_for("backtranslation", judge, settings, source_chars=len(source)),
         guard=guard,
-        judge_id=judge.id,
+        source_chars=len(source),
     )
     pali = outcome.value if outcome.status == "valid" else None
     return BacktranslationResult.of(

@@ -30,10 +30,9 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from service.core.llm._client import ChatMessage
-from service.core.llm._guard import max_tokens_for
-from service.core.llm._judging import AttemptOptions, Cost, JudgeRun, ask_until_parsed, readable
-from service.core.llm._panels import ExcludedJudge, Judge, JudgeSelection, resolve_endpoint
-from service.core.llm._runner import ask_panel
+from service.core.llm._judging import AttemptOptions, Cost, JudgeRun, readable
+from service.core.llm._panels import ExcludedJudge, Judge, JudgeSelection
+from service.core.llm._runner import ask_judge, ask_panel
 from service.core.types import Flag, Severity, SignalResult, SignalSkipped, SignalValue
 
 if TYPE_CHECKING:
@@ -213,16 +212,16 @@ async def _judge_one(
     options: AttemptOptions,
     guard: CallGuard | None,
 ) -> JudgeScore:
-    outcome = await ask_until_parsed(
+    outcome = await ask_judge(
         client,
-        resolve_endpoint(judge, settings),
+        judge,
+        settings,
         messages,
+        call="gemba",
         prompt_version=GEMBA_PROMPT_VERSION,
         parse=parse_score,
         options=options,
-        max_tokens=max_tokens_for("gemba", judge, settings),
         guard=guard,
-        judge_id=judge.id,
     )
     score = outcome.value if outcome.status == "valid" else None
     return JudgeScore.of(judge, outcome, score=score, risk=None if score is None else 100.0 - score)

@@ -15,15 +15,22 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from service.core.llm._client import NO_PROVIDER
+from service.core.llm._guard import CallType, max_tokens_for
+from service.core.llm._judging import AttemptOptions, Outcome, ask_until_parsed
+from service.core.llm._panels import resolve_endpoint
 
 if TYPE_CHECKING:
+    from service.core.llm._client import ChatMessage, LLMClient
+    from service.core.llm._guard import CallGuard
     from service.core.llm._panels import Judge
+    from service.core.settings import LLMSettings
 
 __all__ = [
     "NO_ELIGIBLE_JUDGE",
     "NO_ELIGIBLE_JUDGE_AFTER_EXCLUSION",
     "NO_PROVIDER",
     "NO_PROVIDER_CONFIGURED",
+    "ask_judge",
     "ask_panel",
     "below_budget",
     "call_cap_reached",
@@ -75,6 +82,34 @@ async def run_all(*coros: Coroutine[Any, Any, T]) -> list[T]:
         # raised outside the except block, so it does not carry the group as its context
         raise failure
     return [task.result() for task in tasks]
+
+
+async def ask_judge(
+    client: LLMClient,
+    judge: Judge,
+    settings: LLMSettings,
+    messages: Sequence[ChatMessage],
+    *,
+    call: CallType,
+    prompt_version: str,
+    parse: Callable[[str | None, str | None], tuple[T | None, str | None]],
+    options: AttemptOptions,
+    guard: CallGuard | None = None,
+    source_chars: int = 0,
+) -> Outcome[T]:
+    """One judge of a panel asked until its answer parses (``ask_until_parsed``): at the judge's own endpoint, with
+    the call type's ``max_tokens`` (``max_tokens_for``), charged to the judge on the guard."""
+    return await ask_until_parsed(
+        client,
+        resolve_endpoint(judge, settings),
+        messages,
+        prompt_version=prompt_version,
+        parse=parse,
+        options=options,
+        max_tokens=max_tokens_for(call, judge, settings, source_chars=source_chars),
+        guard=guard,
+        judge_id=judge.id,
+    )
 
 
 async def ask_panel(judges: Sequence[Judge], ask: Callable[[Judge], Coroutine[Any, Any, T]]) -> list[T]:

@@ -26,13 +26,11 @@ from service.core.llm import (
     JudgeRun,
     JudgeSpec,
     Panel,
+    ask_judge,
     ask_panel,
-    ask_until_parsed,
     choose_panel,
     dominant_cause,
     family_of,
-    max_tokens_for,
-    resolve_endpoint,
     run_all,
     select_judges,
 )
@@ -286,16 +284,16 @@ async def _grade_one(
         result = read(text, finish_reason)
         return (result, None) if result.error is None else (None, result.error)
 
-    outcome = await ask_until_parsed(
+    outcome = await ask_judge(
         client,
-        resolve_endpoint(judge, settings),
+        judge,
+        settings,
         messages,
+        call="text",
         prompt_version=grade_prompt(plan.language, plan.protocol)[0],
         parse=parse,
         options=AttemptOptions(temperature=plan.temperature, max_attempts=plan.max_attempts),
-        max_tokens=max_tokens_for("text", judge, settings),
         guard=guard,
-        judge_id=judge.id,
     )
     last = outcome.attempts[-1] if outcome.attempts else None
     parsed = outcome.value

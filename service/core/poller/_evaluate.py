@@ -29,13 +29,11 @@ from service.core.llm import (
     JudgeRun,
     JudgeSpec,
     Panel,
+    ask_judge,
     ask_panel,
-    ask_until_parsed,
     choose_panel,
     dominant_cause,
     family_of,
-    max_tokens_for,
-    resolve_endpoint,
     run_all,
     select_judges,
 )
@@ -357,16 +355,16 @@ async def _judge_one(
     def parse(text: str | None, finish_reason: str | None) -> tuple[PollerParse | None, str | None]:
         return _usable(parse_poller_answer(text, finish_reason, dimensions=dimensions, persona=plan.persona))
 
-    outcome = await ask_until_parsed(
+    outcome = await ask_judge(
         client,
-        resolve_endpoint(judge, settings),
+        judge,
+        settings,
         messages,
+        call="text",
         prompt_version=prompt_version(plan.language, plan.protocol),
         parse=parse,
         options=AttemptOptions(temperature=plan.temperature, max_attempts=plan.max_attempts),
-        max_tokens=max_tokens_for("text", judge, settings),
         guard=guard,
-        judge_id=judge.id,
     )
     last = outcome.attempts[-1] if outcome.attempts else None
     parsed = outcome.value

@@ -28,10 +28,9 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from service.core.durable import Label
 from service.core.llm._client import ChatMessage
 from service.core.llm._gemba import data_fence_tag
-from service.core.llm._guard import max_tokens_for
-from service.core.llm._judging import AttemptOptions, JudgeResult, ask_until_parsed, readable
-from service.core.llm._panels import Judge, resolve_endpoint
-from service.core.llm._runner import ask_panel
+from service.core.llm._judging import AttemptOptions, JudgeResult, readable
+from service.core.llm._panels import Judge
+from service.core.llm._runner import ask_judge, ask_panel
 
 if TYPE_CHECKING:
     from service.core.llm._client import LLMClient
@@ -151,14 +150,15 @@ class JudgeVote(JudgeResult, forbid_unknown_fields=True, frozen=True, kw_only=Tr
 async def _ask(
     client: LLMClient, judge: Judge, settings: LLMSettings, messages: list[ChatMessage], options: AttemptOptions
 ) -> JudgeVote:
-    outcome = await ask_until_parsed(
+    outcome = await ask_judge(
         client,
-        resolve_endpoint(judge, settings),
+        judge,
+        settings,
         messages,
+        call="text",
         prompt_version=ADJUDICATION_PROMPT_VERSION,
         parse=parse_adjudication,
         options=options,
-        max_tokens=max_tokens_for("text", judge, settings),
     )
     vote = cast("Vote | None", outcome.value) if outcome.status == "valid" else None
     return JudgeVote.of(judge, outcome, vote=vote, attempts=len(outcome.attempts))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import itertools
 import time
 from typing import Any
 
@@ -222,26 +223,38 @@ class OpenAIEmbedder:
 
     # -- blocking -------------------------------------------------------------------------------------------
 
+    def _outcome(
+        self, batch: list[str], attempt: int, response: BoundedResponse | None, failure: httpx.HTTPError | None
+    ) -> np.ndarray | float:
+        """The batch's vectors from a 200, else the seconds to wait before the next attempt; raises the upstream
+        error when the policy gives up (shared by the blocking and the async loop, which differ only in how they
+        wait)."""
+        if response is not None and response.status_code == 200:
+            return self._accept(_parse(response, len(batch), self.url))
+        if response is not None:
+            error = _error_for_status(response, self.url)
+        else:
+            assert failure is not None  # one of the two is given
+            error = _error_for_exception(failure, self.url)
+        delay = self._delay(attempt, error)
+        if delay is None:
+            raise error from failure
+        return delay
+
     def _post(self, batch: list[str], kind: Kind) -> np.ndarray:
         if self._client is None:
             self._client = httpx.Client(timeout=self.timeout, headers=self._headers())
         payload = self._payload(batch, kind)
-        attempt = 0
-        while True:
-            cause: BaseException | None = None
+        for attempt in itertools.count():
             try:
-                response = post(self._client, self.url, json=payload, **self._bounds())
+                response, failure = post(self._client, self.url, json=payload, **self._bounds()), None
             except httpx.HTTPError as exc:
-                cause, error = exc, _error_for_exception(exc, self.url)
-            else:
-                if response.status_code == 200:
-                    return self._accept(_parse(response, len(batch), self.url))
-                error = _error_for_status(response, self.url)
-            delay = self._delay(attempt, error)
-            if delay is None:
-                raise error from cause
-            time.sleep(delay)
-            attempt += 1
+                response, failure = None, exc
+            outcome = self._outcome(batch, attempt, response, failure)
+            if isinstance(outcome, np.ndarray):
+                return outcome
+            time.sleep(outcome)
+        raise AssertionError("unreachable")  # pragma: no cover - itertools.count() does not end
 
     def embed(self, texts: list[str], kind: Kind = "passage") -> np.ndarray:
         check_inputs(texts, kind)
@@ -256,22 +269,16 @@ class OpenAIEmbedder:
         if self._aclient is None:
             self._aclient = httpx.AsyncClient(timeout=self.timeout, headers=self._headers())
         payload = self._payload(batch, kind)
-        attempt = 0
-        while True:
-            cause: BaseException | None = None
+        for attempt in itertools.count():
             try:
-                response = await apost(self._aclient, self.url, json=payload, **self._bounds())
+                response, failure = await apost(self._aclient, self.url, json=payload, **self._bounds()), None
             except httpx.HTTPError as exc:
-                cause, error = exc, _error_for_exception(exc, self.url)
-            else:
-                if response.status_code == 200:
-                    return self._accept(_parse(response, len(batch), self.url))
-                error = _error_for_status(response, self.url)
-            delay = self._delay(attempt, error)
-            if delay is None:
-                raise error from cause
-            await asyncio.sleep(delay)
-            attempt += 1
+                response, failure = None, exc
+            outcome = self._outcome(batch, attempt, response, failure)
+            if isinstance(outcome, np.ndarray):
+                return outcome
+            await asyncio.sleep(outcome)
+        raise AssertionError("unreachable")  # pragma: no cover - itertools.count() does not end
 
     async def aembed(self, texts: list[str], kind: Kind = "passage") -> np.ndarray:
         check_inputs(texts, kind)

@@ -284,16 +284,10 @@ async def _grade_one(
         result = read(text, finish_reason)
         return (result, None) if result.error is None else (None, result.error)
 
+    options = AttemptOptions(temperature=plan.temperature, max_attempts=plan.max_attempts)
+    prompt = grade_prompt(plan.language, plan.protocol)[0]
     outcome = await ask_judge(
-        client,
-        judge,
-        settings,
-        messages,
-        call="text",
-        prompt_version=grade_prompt(plan.language, plan.protocol)[0],
-        parse=parse,
-        options=AttemptOptions(temperature=plan.temperature, max_attempts=plan.max_attempts),
-        guard=guard,
+        client, judge, settings, messages, call="text", prompt_version=prompt, parse=parse, options=options, guard=guard
     )
     last = outcome.attempts[-1] if outcome.attempts else None
     parsed = outcome.value

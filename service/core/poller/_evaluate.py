@@ -355,16 +355,10 @@ async def _judge_one(
     def parse(text: str | None, finish_reason: str | None) -> tuple[PollerParse | None, str | None]:
         return _usable(parse_poller_answer(text, finish_reason, dimensions=dimensions, persona=plan.persona))
 
+    options = AttemptOptions(temperature=plan.temperature, max_attempts=plan.max_attempts)
+    prompt = prompt_version(plan.language, plan.protocol)
     outcome = await ask_judge(
-        client,
-        judge,
-        settings,
-        messages,
-        call="text",
-        prompt_version=prompt_version(plan.language, plan.protocol),
-        parse=parse,
-        options=AttemptOptions(temperature=plan.temperature, max_attempts=plan.max_attempts),
-        guard=guard,
+        client, judge, settings, messages, call="text", prompt_version=prompt, parse=parse, options=options, guard=guard
     )
     last = outcome.attempts[-1] if outcome.attempts else None
     parsed = outcome.value

@@ -31,6 +31,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from challenge_set import load_dev, load_outlier_labels  # noqa: E402
 
+from service.core.budget import STUDY_BUDGETS  # noqa: E402
 from service.core.critical import CriticalChecker, default_checker  # noqa: E402
 from service.core.embeddings import CachedEmbedder, open_embedder  # noqa: E402
 from service.core.metrics import auc, pooled_negatives_first, recall_at_budget  # noqa: E402
@@ -44,7 +45,7 @@ from service.core.settings import get_settings  # noqa: E402
 from service.core.signals import load_length_model  # noqa: E402
 from service.core.types import Flag, SignalValue  # noqa: E402
 
-BUDGETS = (0.05, 0.10, 0.20)
+BUDGETS = STUDY_BUDGETS
 RISK = "risk"
 # the targets: each of these types, every variant pooled, and all types together; PaliBench outlier AUC
 TARGET_TYPES = ("term", "omission", "negation", "addition")

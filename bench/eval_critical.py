@@ -15,12 +15,13 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 
 from challenge_set import load_dev  # noqa: E402
 
+from service.core.budget import STUDY_BUDGETS  # noqa: E402
 from service.core.critical import SIGNALS, CriticalChecker, CriticalReport  # noqa: E402
 from service.core.metrics import auc, pooled_negatives_first, recall_at_budget  # noqa: E402
 from service.core.types import SignalValue  # noqa: E402
 
 ALL_SIGNALS = (*SIGNALS, "critical_score")
-BUDGETS = (0.05, 0.10, 0.20)
+BUDGETS = STUDY_BUDGETS
 FLAG_RATE = 0.005
 
 

@@ -36,6 +36,7 @@ from palibench_features import (  # noqa: E402
     load_features,
 )
 
+from service.core.budget import DEFAULT_BUDGET, STUDY_BUDGETS  # noqa: E402
 from service.core.calibration.search import (  # noqa: E402
     SEED,
     SIMPLER_MARGIN,
@@ -59,8 +60,8 @@ from service.core.signals import PEER_SIGNALS  # noqa: E402
 from service.core.types import Flag  # noqa: E402
 
 N_FOLDS = 5
-REPORT_BUDGETS = (0.05, 0.10, 0.20)
-SELECTION_BUDGET = 0.20
+REPORT_BUDGETS = STUDY_BUDGETS
+SELECTION_BUDGET = DEFAULT_BUDGET
 LABEL = f"normalized_drift > {OUTLIER_DRIFT:g} (PaliBench reference-based outlier; measuring only)"
 # the hard-flag rule of every model this script writes; the fit ranks forced candidates by it, as the model will
 HARD_FLAGS = HardFlagRule()

@@ -312,7 +312,7 @@ def _main(argv: list[str] | None) -> int:
 
     p = sub.add_parser("build-lexicon", help="build the Pali-English translation lexicon from the aligned corpus")
     p.add_argument("--aligner", choices=("eflomal", "ibm1"), default="eflomal")
-    p.add_argument("--out", default=str(Path(get_settings().risk.models_dir) / "lexicon" / "pli-en.json.gz"))
+    p.add_argument("--out", default=str(get_settings().risk.lexicon_dir / "pli-en.json.gz"))
     p.set_defaults(func=cmd_build_lexicon)
 
     p = sub.add_parser("openapi", help="print (or write) the OpenAPI document")

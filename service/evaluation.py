@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from service.core.budget import STUDY_BUDGETS
 from service.core.metrics import auc, budget_stats, spearman
 from service.core.palibench import OUTLIER_DRIFT, load_palibench
 from service.core.ranking import priority
@@ -38,7 +39,7 @@ __all__ = [
     "wait_ready",
 ]
 
-BUDGETS = (0.05, 0.10, 0.20)
+BUDGETS = STUDY_BUDGETS
 
 
 @dataclass

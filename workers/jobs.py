@@ -27,7 +27,6 @@ import functools
 import logging
 import os
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 if TYPE_CHECKING:
@@ -63,6 +62,7 @@ from service.core.records import (
 )
 from service.core.redact import redact_url, remember
 from service.core.redis_client import REDIS_UNAVAILABLE, waiting_retry
+from service.core.retry import callback_retry_delay, job_retry_delay
 from service.core.risk import RiskRegistry
 from service.core.risk_catalog import ModelCatalog
 from service.core.sealing import Sealer
@@ -125,8 +125,8 @@ TRANSIENT = (UpstreamError, Unavailable, *REDIS_UNAVAILABLE, OSError)
 
 
 def retry_delay(tries: int) -> float:
-    """Seconds before the next try of a failed job: 2, 4, 8, ... capped at a minute."""
-    return float(min(60, 2**tries))
+    """Seconds before the next try of a failed job (``service.core.retry``; a test's ctx may replace it)."""
+    return job_retry_delay(tries)
 
 
 # ------------------------------------------------------------------------------------------------------ lifecycle
@@ -268,7 +268,7 @@ def _default_panel(settings: Settings) -> Any:
     broken panel shows as a worker that does not start, not as judges that silently never run."""
     from service.core.llm import load_panel
 
-    panels = Path(settings.risk.models_dir) / "panels"
+    panels = settings.risk.panels_dir
     try:
         return load_panel(settings.llm.panel, panels_dir=panels)
     except TriskError as exc:
@@ -684,16 +684,13 @@ def _stopped_part(
         _cascade_items(state), ctx["llm_panel"], settings.llm, configured=status != "skipped", **_cascade_asked(state)
     )
     judges = dict(sorted(guard.costs.items())) if guard is not None else {}
-    total = Cost()
-    for cost in judges.values():
-        total.add(cost)
     return LLMPart(
         finished_at=time.time(),
         candidates={
             c.id: CandidateOutcome(signals={LLM_SIGNALS[w]: skipped for w in wanted}, flags=[]) for c in req.candidates
         },
         signature=_llm_signature(ctx),
-        cost=total,
+        cost=Cost.total(judges.values()),
         plan=plan,
         details={},
         status=status,
@@ -869,7 +866,7 @@ async def deliver_callback(ctx: dict[str, Any], tenant: str, aid: str, event: Ca
         cb.status = "failed" if tries >= max_tries else "pending"
         await store.put_callback(tenant, aid, cb, event)
         if tries < max_tries:
-            raise Retry(defer=min(300.0, backoff * 2 ** (tries - 1))) from exc
+            raise Retry(defer=callback_retry_delay(tries, backoff)) from exc
         return "failed"
     cb.status = "delivered"
     cb.delivered_at = time.time()

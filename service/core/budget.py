@@ -6,24 +6,61 @@ on, stored as 1,001 quantiles) plus every unforced score the service has produce
 tenant, pooled by count: the reference anchors the scale on day one, and the team's own traffic takes over as it
 accumulates. The pool holds unforced scores only, so a forced candidate (a higher forcing level than anything in the
 pool) sits at the 100th percentile, and its tier is ``top_1``.
+
+The review budgets (the shares of candidates a reviewer reads, riskiest first: 1, 5, 10 and 20%), the tiers cut at
+them and how many candidates a budget covers (``budget_count``) are decided here, for the metrics, the calibration
+reports, the LLM cascade and the benches alike.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal
 
 import msgspec
 import numpy as np
 
-from service.core.metrics import budget_count
 from service.core.ranking import rank_order
 
-__all__ = ["TIERS", "Budget", "SeenScores", "Tier", "budget_of", "reference_at_or_below", "tier_of", "tiers_within"]
+__all__ = [
+    "DEFAULT_BUDGET",
+    "REVIEW_BUDGETS",
+    "STUDY_BUDGETS",
+    "TIERS",
+    "Budget",
+    "SeenScores",
+    "Tier",
+    "budget_count",
+    "budget_of",
+    "reference_at_or_below",
+    "tier_of",
+    "tiers_within",
+]
 
 Tier = Literal["top_1", "top_5", "top_10", "top_20", "rest"]
+# the shares of candidates a reviewer reads, riskiest first; one tier per budget
+REVIEW_BUDGETS: tuple[float, ...] = (0.01, 0.05, 0.10, 0.20)
+_TIER_NAMES: tuple[Tier, ...] = ("top_1", "top_5", "top_10", "top_20")
+# the budgets the study reports (recall at 5, 10 and 20%), and the one a single figure is given at
+STUDY_BUDGETS: tuple[float, ...] = REVIEW_BUDGETS[1:]
+DEFAULT_BUDGET: float = REVIEW_BUDGETS[-1]
 # (tier, lowest percentile in it): a candidate at the 95th percentile or above is in the top 5%
-TIERS: tuple[tuple[Tier, float], ...] = (("top_1", 99.0), ("top_5", 95.0), ("top_10", 90.0), ("top_20", 80.0))
+TIERS: tuple[tuple[Tier, float], ...] = tuple(
+    (tier, round(100.0 * (1.0 - budget), 6)) for tier, budget in zip(_TIER_NAMES, REVIEW_BUDGETS, strict=True)
+)
+
+
+def budget_count(n: int, budget: float) -> int:
+    """Items reviewed at a budget: ceil(budget * n), at least 1 when n > 0 and budget > 0, at most n.
+
+    The tiny epsilon keeps float products such as 0.07 * 100 = 7.000000000000001 from rounding up.
+    """
+    if not 0.0 <= budget <= 1.0:
+        raise ValueError(f"budget {budget} is not a fraction in [0, 1]")
+    if n <= 0 or budget == 0.0:
+        return 0
+    return min(n, max(1, math.ceil(budget * n - 1e-9)))
 
 
 class Budget(msgspec.Struct, frozen=True):
@@ -80,7 +117,7 @@ def tiers_within(keys: Sequence[tuple[int, float]]) -> list[Tier]:
     n = len(keys)
     order = rank_order(keys)
     out: list[Tier] = ["rest"] * n
-    for tier, lower in reversed(TIERS):
-        for i in order[: budget_count(n, round(1.0 - lower / 100.0, 6))]:
+    for tier, budget in reversed(list(zip(_TIER_NAMES, REVIEW_BUDGETS, strict=True))):
+        for i in order[: budget_count(n, budget)]:
             out[i] = tier
     return out

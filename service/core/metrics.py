@@ -1,9 +1,10 @@
 """Detection and agreement metrics: AUC, budgets, Wilson, Spearman, Pearson, kappa, alpha, bootstrap.
 
 AUC, Wilson intervals, Spearman, Pearson and Cohen's kappa are scikit-learn's and SciPy's, with this module's
-conventions for the undefined cases spelled out (NaN, never a made-up 0.5). The budget logic (how many items a
-reviewer sees, ties at the cut) is ours. The row-wise helpers (``*_rows``) compute many bootstrap resamples at once,
-with a mask of missing pairs, which the libraries do not; the tests check them against the libraries.
+conventions for the undefined cases spelled out (NaN, never a made-up 0.5). The budget logic is ours: how many
+items a reviewer sees is ``service.core.budget``'s, ties at the cut are broken here. The row-wise helpers
+(``*_rows``) compute many bootstrap resamples at once, with a mask of missing pairs, which the libraries do not; the
+tests check them against the libraries.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import msgspec
 import numpy as np
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score, roc_auc_score
+
+from service.core.budget import REVIEW_BUDGETS, budget_count
 
 __all__ = [
     "DEFAULT_BUDGETS",
@@ -42,7 +45,8 @@ __all__ = [
     "wilson_interval",
 ]
 
-DEFAULT_BUDGETS: tuple[float, ...] = (0.01, 0.05, 0.10, 0.20)
+# the review budgets are the budget module's (with the rule of how many items one covers)
+DEFAULT_BUDGETS = REVIEW_BUDGETS
 
 ArrayLike = Sequence[float] | Sequence[int] | Sequence[bool] | np.ndarray
 
@@ -94,18 +98,6 @@ def auc_interval(scores: ArrayLike, labels: ArrayLike, confidence: float = 0.95)
     se = math.sqrt(float(np.var(v10, ddof=1)) / m + float(np.var(v01, ddof=1)) / n)
     z = float(stats.norm.ppf(0.5 + confidence / 2.0))
     return (max(0.0, value - z * se), min(1.0, value + z * se))
-
-
-def budget_count(n: int, budget: float) -> int:
-    """Items reviewed at a budget: ceil(budget * n), at least 1 when n > 0 and budget > 0, at most n.
-
-    The tiny epsilon keeps float products such as 0.2 * 7630 = 1526.0000000000002 from rounding up.
-    """
-    if not 0.0 <= budget <= 1.0:
-        raise ValueError(f"budget {budget} is not a fraction in [0, 1]")
-    if n <= 0 or budget == 0.0:
-        return 0
-    return min(n, max(1, math.ceil(budget * n - 1e-9)))
 
 
 def top_k_mask(scores: ArrayLike, budget: float) -> np.ndarray:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
+from service.core.budget import DEFAULT_BUDGET
+
 if TYPE_CHECKING:
     from service.core.callbacks import CallbackPolicy
 
@@ -309,7 +311,9 @@ class LLMSettings(SettingsGroup):
     max_retries: int = setting("TRISK_LLM_MAX_RETRIES", 4, "retries of a failed or rate-limited call")
     max_concurrency: int = setting("TRISK_LLM_MAX_CONCURRENCY", 8, "LLM calls in flight at once, per client")
     requests_per_second: float = setting("TRISK_LLM_RPS", 10.0, "LLM calls per second, per client")
-    review_budget: float = setting("TRISK_LLM_REVIEW_BUDGET", 0.2, "default share of candidates the LLM cascade checks")
+    review_budget: float = setting(
+        "TRISK_LLM_REVIEW_BUDGET", DEFAULT_BUDGET, "default share of candidates the LLM cascade checks"
+    )
     max_calls_per_request: int = setting("TRISK_LLM_MAX_CALLS_PER_REQUEST", 200, "cap on LLM calls per request")
     # one assessment's LLM tier (and one companion judge job) is bounded in time; what did not finish reads timed_out
     deadline_seconds: float = setting(
@@ -365,6 +369,27 @@ class RiskSettings(SettingsGroup):
     routing_model: str = setting(
         "TRISK_ROUTING_MODEL", "routing", "the research's routing rule the LLM cascade ranks by"
     )
+
+    # the folders under models_dir, named once
+    @property
+    def panels_dir(self) -> Path:
+        """Judge panels (``<name>.json``)."""
+        return Path(self.models_dir) / "panels"
+
+    @property
+    def lexicon_dir(self) -> Path:
+        """The Pali-English lexicon the critical checks read."""
+        return Path(self.models_dir) / "lexicon"
+
+    @property
+    def critical_dir(self) -> Path:
+        """The critical checks' term lists."""
+        return Path(self.models_dir) / "critical"
+
+    @property
+    def embeddings_dir(self) -> Path:
+        """Vendored embedding files (the MiniLM tokenizer)."""
+        return Path(self.models_dir) / "embeddings"
 
 
 @dataclass(frozen=True)

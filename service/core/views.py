@@ -17,10 +17,9 @@ from service.core.llm import (
     CandidateChecks,
     CascadePlan,
     Cost,
-    JudgeAnswer,
+    JudgeRun,
     dominant_cause,
     dominant_status,
-    judge_answers,
 )
 from service.core.novelty_report import NoveltyPending, SourceNovelty
 from service.core.records import (
@@ -235,8 +234,8 @@ def llm_tier_of(state: AssessmentState) -> LLMTierView:
     return view
 
 
-def _judge_answers(checks: CandidateChecks) -> list[JudgeAnswer]:
-    answers = judge_answers(checks.gemba_result.judges) if checks.gemba_result is not None else []
+def _judge_answers(checks: CandidateChecks) -> list[JudgeRun]:
+    answers: list[JudgeRun] = list(checks.gemba_result.judges) if checks.gemba_result is not None else []
     if checks.backtranslation_result is not None:
-        answers += judge_answers([checks.backtranslation_result])
+        answers.append(checks.backtranslation_result)
     return answers

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from service.core.budget import budget_of, reference_at_or_below, tier_of, tiers_within
+from service.core import metrics
+from service.core.budget import (
+    DEFAULT_BUDGET,
+    REVIEW_BUDGETS,
+    STUDY_BUDGETS,
+    TIERS,
+    budget_count,
+    budget_of,
+    reference_at_or_below,
+    tier_of,
+    tiers_within,
+)
 from service.core.ranking import rank_key
 
 # 1,001 equally spaced reference quantiles of scores 0.000 ... 1.000 standing for n = 1,000 scores
@@ -88,3 +99,29 @@ def test_tiers_within_follow_the_one_ranking() -> None:
     assert tiers[4:9] == ["top_10"] * 5
     assert tiers[9:19] == ["top_20"] * 10
     assert set(tiers[19:99]) == {"rest"}
+
+
+@pytest.mark.parametrize(
+    ("n", "fraction", "expected"),
+    # at least one of a non-empty set; 0.07 * 100 is 7.000000000000001 in floats, and 7 candidates are covered
+    [(1, 1e-12, 1), (3, 0.1, 1), (100, 0.07, 7), (10, 0.25, 3), (10, 0.0, 0), (4, 1.0, 4)],
+)
+def test_the_cascade_checks_as_many_candidates_as_a_budget_covers(n: int, fraction: float, expected: int) -> None:
+    """One count rule: the LLM cascade's eligible tail is the metrics' ``budget_count`` (at least one, ceil with
+    the float guard), so a review budget means the same candidates in a report and in the cascade."""
+    from service.core.llm import CascadeItem, Judge, Panel, plan_cascade
+
+    panel = Panel(name="p", version="1", judges=[Judge(id="j", model="m", family="openai")])
+    items = [CascadeItem(str(i), "s", "c", routing_score=float(i)) for i in range(n)]
+    plan = plan_cascade(items, panel, budget_fraction=fraction, max_calls=10**6)
+    assert plan.budget_candidates == budget_count(n, fraction) == expected
+    assert sum(1 for c in plan.candidates if c.runs("gemba")) == expected
+
+
+def test_the_tiers_are_cut_at_the_review_budgets() -> None:
+    assert REVIEW_BUDGETS == metrics.DEFAULT_BUDGETS == (0.01, 0.05, 0.10, 0.20)
+    assert STUDY_BUDGETS == (0.05, 0.10, 0.20) and DEFAULT_BUDGET == 0.20
+    assert TIERS == (("top_1", 99.0), ("top_5", 95.0), ("top_10", 90.0), ("top_20", 80.0))
+    # 200 candidates ranked among themselves: 2, 10, 20 and 40 of them in the top 1, 5, 10 and 20%
+    tiers = tiers_within([(0, float(i)) for i in range(200)])
+    assert [tiers.count(t) for t in ("top_1", "top_5", "top_10", "top_20", "rest")] == [2, 8, 10, 20, 160]

@@ -271,8 +271,9 @@ class _Handler(BaseHTTPRequestHandler):
         ok = json.dumps({"object": "list", "data": data[::-1], "model": payload["model"]}).encode()
         if route == "ok" or (route == "flaky" and n > 1):
             self._send(200, ok)
-        elif route == "flaky" or route == "limited":
-            self._send(429, b'{"error": "slow down"}', {"Retry-After": "0" if route == "flaky" else "120"})
+        elif route in ("flaky", "limited", "limited45"):
+            wait = {"flaky": "0", "limited": "120", "limited45": "45"}[route]
+            self._send(429, b'{"error": "slow down"}', {"Retry-After": wait})
         elif route == "down":
             self._send(500, b'{"error": "boom"}')
         elif route == "malformed":
@@ -365,6 +366,14 @@ def test_remote_long_retry_after_is_raised_at_once(server: str, counts: dict[str
         _remote(server, "limited").embed(["a"])
     assert info.value.retry_after == 120.0
     assert counts == {"limited": 1}
+
+
+def test_remote_waits_at_most_thirty_seconds_for_a_retry_after(server: str, counts: dict[str, int]) -> None:
+    # the embedder's cap is shorter than the LLM client's minute: it sits inside the cheap tier
+    with pytest.raises(UpstreamRateLimited) as info:
+        _remote(server, "limited45").embed(["a"])
+    assert info.value.retry_after == 45.0
+    assert counts == {"limited45": 1}
 
 
 def test_remote_5xx_forever_gives_unavailable_after_retries(server: str, counts: dict[str, int]) -> None:

@@ -56,6 +56,7 @@ def test_auc_undefined_with_one_class(labels: list[int]) -> None:
     ("n", "budget", "expected"),
     [
         (7630, 0.2, 1526),
+        (100, 0.07, 7),  # 0.07 * 100 = 7.000000000000001 in floats
         (7630, 0.01, 77),
         (100, 0.01, 1),
         (50, 0.01, 1),

@@ -79,6 +79,16 @@ def test_env_parses_to_settings(env: dict[str, str], path: str, expected: object
     assert type(value) is type(expected)
 
 
+def test_the_model_folders_follow_the_models_dir(tmp_path: Any) -> None:
+    risk = Settings.from_env({"TRISK_MODELS_DIR": str(tmp_path)}).risk
+    assert (risk.panels_dir, risk.lexicon_dir, risk.critical_dir, risk.embeddings_dir) == tuple(
+        tmp_path / name for name in ("panels", "lexicon", "critical", "embeddings")
+    )
+    # and the shipped panels are where the default points
+    assert (Settings.from_env({}).risk.panels_dir / "strong.json").is_file()
+    assert Settings.from_env({}).llm.review_budget == 0.20
+
+
 @pytest.mark.parametrize(
     ("name", "raw", "reason"),
     [

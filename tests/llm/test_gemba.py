@@ -70,7 +70,10 @@ def test_panel_stats_empty() -> None:
 def _score(judge_id: str, score: float | None) -> JudgeScore:
     status: JudgeStatus = "valid" if score is not None else "failed"
     risk = None if score is None else 100 - score
-    return JudgeScore(judge_id, "m", "openai", status, score, risk, None, None, [], Cost())
+    return JudgeScore(
+        judge_id=judge_id, model="m", family="openai", status=status, score=score, risk=risk, raw=None, error=None,
+        attempts=[], cost=Cost(),
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(

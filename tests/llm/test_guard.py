@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import replace
 
 import pytest
 
-from service.core.llm import CallGuard, Judge, gather_all, max_tokens_for, score_candidate, select_judges
+from service.core.llm import CallGuard, Judge, max_tokens_for, score_candidate, select_judges
 from service.core.settings import LLMSettings, get_settings
 from tests.fakes.openai_server import FakeOpenAIServer, fake, openai_server  # noqa: F401
 from tests.llm.support import judge, make_client, panel, settings_for
@@ -75,23 +74,6 @@ async def test_waiting_for_a_call_slot_counts_against_the_deadline(fake: FakeOpe
     assert [j.status for j in result.judges] == ["valid", "timed_out", "timed_out"]
     assert result.stats.n_valid == 1 and result.stats.n_judges == 3
     assert guard.costs["j1"].timeouts == 1 and guard.costs["j0"].timeouts == 0
-
-
-async def test_gather_all_cancels_the_rest_when_one_fails() -> None:
-    finished: list[str] = []
-
-    async def slow() -> None:
-        await asyncio.sleep(5)
-        finished.append("slow")
-
-    async def broken() -> None:
-        raise RuntimeError("boom")
-
-    with pytest.raises(RuntimeError, match="boom"):
-        await gather_all(slow(), broken(), slow())
-    await asyncio.sleep(0.05)
-    assert finished == []  # nothing left running on behalf of a failed unit of work
-    assert await gather_all(asyncio.sleep(0, "a"), asyncio.sleep(0, "b")) == ["a", "b"]
 
 
 def test_a_shutdown_without_a_deadline_is_not_a_timeout() -> None:

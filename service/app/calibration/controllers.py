@@ -10,6 +10,7 @@ from litestar.params import Parameter
 from service.app.auth import access
 from service.app.calibration import services
 from service.app.calibration.schemas import ActivationOut, FitOut, FitRequest, ModelOut
+from service.core.budget import DEFAULT_BUDGET
 from service.core.risk_catalog import ModelCatalog
 
 __all__ = ["CalibrationController"]
@@ -40,7 +41,7 @@ class CalibrationController(Controller):
         source: Source = "human",
         model: str | None = None,
         candidate_model: str | None = None,
-        overlap_budget: float = Parameter(default=0.2, gt=0.0, le=1.0),
+        overlap_budget: float = Parameter(default=DEFAULT_BUDGET, gt=0.0, le=1.0),
     ) -> dict[str, Any]:
         return await services.report(catalog, tenant, source, model, candidate_model, overlap_budget)
 

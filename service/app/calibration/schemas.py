@@ -6,6 +6,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from service.core.budget import DEFAULT_BUDGET
+
 __all__ = ["ActivationOut", "FitOut", "FitRequest", "ModelOut"]
 
 
@@ -13,7 +15,7 @@ class FitRequest(msgspec.Struct, forbid_unknown_fields=True):
     """Search z-scored linear weightings with CV grouped by passage; select by held-out MAJOR recall at ``budget``."""
 
     source: Literal["human", "panel"] = "human"
-    budget: Annotated[float, msgspec.Meta(gt=0.0, le=1.0)] = 0.20
+    budget: Annotated[float, msgspec.Meta(gt=0.0, le=1.0)] = DEFAULT_BUDGET
     folds: Annotated[int, msgspec.Meta(ge=2, le=10)] = 5
     signals: list[str] | None = None
 

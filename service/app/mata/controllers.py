@@ -4,7 +4,6 @@ robustness variants made and run, and agreement of judges with human annotators.
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import msgspec
 from litestar import Controller, Response, get, post
@@ -77,7 +76,7 @@ class MataController(Controller):
         jobs: JobQueue,
         tenant: str,
     ) -> Response[GradesOut]:
-        panels = Path(settings.risk.models_dir) / "panels"
+        panels = settings.risk.panels_dir
         plan = plan_grades(data, default_panel=settings.llm.panel, panels_dir=panels)
         job = await submit_judge_job(settings, judge_jobs, jobs, tenant, "grades", plan)
         return Response(_grades(job), status_code=202, headers={"Location": f"/v1/mata/grades/{job.id}"})

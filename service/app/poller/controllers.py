@@ -4,7 +4,6 @@ agreement of judges with the authors' own scores."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -117,7 +116,7 @@ class PollerController(Controller):
                 raise NotReady("the durable store is not open")
             record = await asyncio.to_thread(PersonaStore(resources.db).get, tenant, data.persona_id)
             persona = record.persona
-        panels = Path(settings.risk.models_dir) / "panels"
+        panels = settings.risk.panels_dir
         plan = plan_poller_evaluation(data, persona=persona, default_panel=settings.llm.panel, panels_dir=panels)
         job = await submit_judge_job(settings, judge_jobs, jobs, tenant, "poller", plan)
         return Response(_out(job), status_code=202, headers={"Location": f"/v1/poller/evaluations/{job.id}"})

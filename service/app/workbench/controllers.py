@@ -39,6 +39,7 @@ from service.app.workbench.pages import filters_of, item_page
 from service.app.workbench.render import page
 from service.app.workbench.sessions import Session
 from service.core.auth import Principal
+from service.core.budget import DEFAULT_BUDGET
 from service.core.durable import DurableStore
 from service.core.errors import Conflict, Forbidden, MalformedRequest, NotFound
 from service.core.review import ReviewQueue, get_review_settings
@@ -366,7 +367,7 @@ async def calibration_page(
 ) -> Template:
     name = model or None
     report, chart, models, history = await asyncio.gather(
-        calibration.report(catalog, tenant, source, name, None, 0.2),
+        calibration.report(catalog, tenant, source, name, None, DEFAULT_BUDGET),
         calibration.svg(catalog, tenant, source, name, None),
         calibration.list_models(catalog, tenant),
         calibration.activations(catalog, tenant),

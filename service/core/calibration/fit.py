@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from service.core.budget import DEFAULT_BUDGET
 from service.core.calibration.labels import LabelledItem
 from service.core.calibration.search import (
     SEED,
@@ -45,7 +46,7 @@ def fit_risk_model(
     tenant: str,
     source: str,
     name: str,
-    budget: float = 0.20,
+    budget: float = DEFAULT_BUDGET,
     n_folds: int = 5,
     signals: Sequence[str] | None = None,
     min_items: int = 40,

@@ -86,7 +86,9 @@ def report_svg(
         out.append(
             f'<line x1="{px(b):.1f}" y1="{top}" x2="{px(b):.1f}" y2="{y0}" stroke="#888" stroke-dasharray="2,3"/>'
         )
-    out.append(f'<text x="{px(0.2) + 4:.1f}" y="{top + 12}" fill="#555" font-size="11">budgets 1, 5, 10, 20%</text>')
+    named = ", ".join(f"{100 * b:g}" for b in DEFAULT_BUDGETS)
+    at = px(DEFAULT_BUDGETS[-1]) + 4
+    out.append(f'<text x="{at:.1f}" y="{top + 12}" fill="#555" font-size="11">budgets {named}%</text>')
     out.append(
         f'<line x1="{x0}" y1="{y0}" x2="{x0 + pw}" y2="{top}" stroke="#777" stroke-dasharray="6,4" stroke-width="1.2"/>'
     )

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from service.core.budget import DEFAULT_BUDGET
 from service.core.calibration.labels import LabelledItem
 from service.core.durable import LABELS, Label
 from service.core.metrics import DEFAULT_BUDGETS, auc, auc_interval, budget_stats, cohen_kappa, spearman, top_k_mask
@@ -98,7 +99,7 @@ def calibration_report(
     model: RiskModel | None,
     registry: RiskRegistry | None = None,
     budgets: Sequence[float] = DEFAULT_BUDGETS,
-    overlap_budget: float = 0.20,
+    overlap_budget: float = DEFAULT_BUDGET,
     judge_error_max_score: float = 70.0,
     other_labels: dict[str, Label] | None = None,
 ) -> dict[str, Any]:

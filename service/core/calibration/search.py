@@ -27,6 +27,7 @@ from typing import Literal
 
 import numpy as np
 
+from service.core.budget import DEFAULT_BUDGET
 from service.core.metrics import DEFAULT_BUDGETS, auc, budget_stats, recall_at_budget
 from service.core.ranking import priorities
 from service.core.risk import HardFlagRule, ReferenceDistribution, RiskModel, SignalWeight
@@ -210,7 +211,7 @@ class Search:
         self,
         data: FitData,
         folds: np.ndarray,
-        budget: float = 0.20,
+        budget: float = DEFAULT_BUDGET,
         *,
         objective: Objective | None = None,
         max_terms: int = MAX_TERMS,
@@ -321,7 +322,7 @@ def nested_cv(
     pool: Sequence[str],
     *,
     n_folds: int,
-    budget: float = 0.20,
+    budget: float = DEFAULT_BUDGET,
     simplify: bool,
     seed: int = SEED,
     objective: Objective | None = None,

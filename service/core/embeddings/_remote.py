@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import email.utils
-import random
+import itertools
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -37,6 +35,7 @@ from service.core.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from service.core.retry import RetryPolicy, parse_retry_after
 
 __all__ = ["OpenAIEmbedder", "embeddings_url"]
 
@@ -53,23 +52,6 @@ def embeddings_url(base_url: str) -> str:
     return url + "/v1/embeddings"
 
 
-def _retry_after_seconds(value: str | None) -> float | None:
-    """Retry-After as delta-seconds or an HTTP date; None when absent or unreadable."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
-
-
 def _error_for_exception(exc: httpx.HTTPError, url: str) -> UpstreamError:
     if isinstance(exc, ResponseTooLarge):
         return UpstreamBadResponse(f"embedding endpoint {url}: {exc}")
@@ -82,7 +64,7 @@ def _error_for_status(response: BoundedResponse, url: str) -> UpstreamError:
     status = response.status_code
     snippet = response.text[:200] if response.content else ""
     if status == 429:
-        retry_after = _retry_after_seconds(response.headers.get("retry-after"))
+        retry_after = parse_retry_after(response.headers.get("retry-after"))
         return UpstreamRateLimited(f"embedding endpoint {url} rate limited (429)", retry_after=retry_after)
     if status >= 500:
         return UpstreamUnavailable(f"embedding endpoint {url} answered {status}: {snippet}")
@@ -120,10 +102,11 @@ def _parse(response: BoundedResponse, expected_rows: int, url: str) -> np.ndarra
 class OpenAIEmbedder:
     """Embeddings from an OpenAI-compatible server; ``embed`` is blocking, ``aembed`` is the one for workers.
 
-    A 429 or 5xx, a timeout or a refused connection is retried up to ``max_retries`` times with exponential
-    backoff and jitter, or after the server's Retry-After when it sends one (a Retry-After longer than
-    ``max_retry_after`` is raised at once as UpstreamRateLimited so the caller can reschedule). Other 4xx and
-    malformed bodies are not retried. ``dim`` is learnt from the first answer unless given.
+    A 429 or 5xx, a timeout or a refused connection is retried up to ``max_retries`` times by the one outbound
+    ``RetryPolicy`` (exponential backoff with jitter, or the server's Retry-After when a 429 sends one; a Retry-After
+    longer than ``max_retry_after`` is raised at once as UpstreamRateLimited so the caller can reschedule). Its cap
+    is shorter than the LLM client's: an embedding sits inside the cheap tier, which should not wait a minute. Other
+    4xx and malformed bodies are not retried. ``dim`` is learnt from the first answer unless given.
     """
 
     name = "openai"
@@ -157,10 +140,12 @@ class OpenAIEmbedder:
         self.timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
         self.total_seconds = read_timeout  # for the whole exchange, not each read
         self.max_response_bytes = max_response_bytes
-        self.max_retries = max(0, max_retries)
-        self.backoff_base = backoff_base
-        self.backoff_max = backoff_max
-        self.max_retry_after = max_retry_after
+        self.retry = RetryPolicy(
+            max_retries=max(0, max_retries),
+            backoff_base=backoff_base,
+            backoff_max=backoff_max,
+            max_retry_after=max_retry_after,
+        )
         self.send_input_type = send_input_type
         self._prefixes: dict[str, str] = {"query": query_prefix, "passage": passage_prefix}
         self._client: httpx.Client | None = None
@@ -215,12 +200,10 @@ class OpenAIEmbedder:
 
     def _delay(self, attempt: int, error: UpstreamError) -> float | None:
         """Seconds to wait before the next attempt, or None to give up now."""
-        if attempt >= self.max_retries or not isinstance(error, _RETRYABLE):
+        if not isinstance(error, _RETRYABLE):
             return None
-        if isinstance(error, UpstreamRateLimited) and error.retry_after is not None:
-            return error.retry_after if error.retry_after <= self.max_retry_after else None
-        ceiling = min(self.backoff_max, self.backoff_base * 2**attempt)
-        return ceiling / 2 + random.uniform(0, ceiling / 2)
+        retry_after = error.retry_after if isinstance(error, UpstreamRateLimited) else None
+        return self.retry.delay(attempt, retry_after=retry_after)
 
     def _accept(self, matrix: np.ndarray) -> np.ndarray:
         if self._dim is None:
@@ -240,26 +223,38 @@ class OpenAIEmbedder:
 
     # -- blocking -------------------------------------------------------------------------------------------
 
+    def _outcome(
+        self, batch: list[str], attempt: int, response: BoundedResponse | None, failure: httpx.HTTPError | None
+    ) -> np.ndarray | float:
+        """The batch's vectors from a 200, else the seconds to wait before the next attempt; raises the upstream
+        error when the policy gives up (shared by the blocking and the async loop, which differ only in how they
+        wait)."""
+        if response is not None and response.status_code == 200:
+            return self._accept(_parse(response, len(batch), self.url))
+        if response is not None:
+            error = _error_for_status(response, self.url)
+        else:
+            assert failure is not None  # one of the two is given
+            error = _error_for_exception(failure, self.url)
+        delay = self._delay(attempt, error)
+        if delay is None:
+            raise error from failure
+        return delay
+
     def _post(self, batch: list[str], kind: Kind) -> np.ndarray:
         if self._client is None:
             self._client = httpx.Client(timeout=self.timeout, headers=self._headers())
         payload = self._payload(batch, kind)
-        attempt = 0
-        while True:
-            cause: BaseException | None = None
+        for attempt in itertools.count():
             try:
-                response = post(self._client, self.url, json=payload, **self._bounds())
+                response, failure = post(self._client, self.url, json=payload, **self._bounds()), None
             except httpx.HTTPError as exc:
-                cause, error = exc, _error_for_exception(exc, self.url)
-            else:
-                if response.status_code == 200:
-                    return self._accept(_parse(response, len(batch), self.url))
-                error = _error_for_status(response, self.url)
-            delay = self._delay(attempt, error)
-            if delay is None:
-                raise error from cause
-            time.sleep(delay)
-            attempt += 1
+                response, failure = None, exc
+            outcome = self._outcome(batch, attempt, response, failure)
+            if isinstance(outcome, np.ndarray):
+                return outcome
+            time.sleep(outcome)
+        raise AssertionError("unreachable")  # pragma: no cover - itertools.count() does not end
 
     def embed(self, texts: list[str], kind: Kind = "passage") -> np.ndarray:
         check_inputs(texts, kind)
@@ -274,22 +269,16 @@ class OpenAIEmbedder:
         if self._aclient is None:
             self._aclient = httpx.AsyncClient(timeout=self.timeout, headers=self._headers())
         payload = self._payload(batch, kind)
-        attempt = 0
-        while True:
-            cause: BaseException | None = None
+        for attempt in itertools.count():
             try:
-                response = await apost(self._aclient, self.url, json=payload, **self._bounds())
+                response, failure = await apost(self._aclient, self.url, json=payload, **self._bounds()), None
             except httpx.HTTPError as exc:
-                cause, error = exc, _error_for_exception(exc, self.url)
-            else:
-                if response.status_code == 200:
-                    return self._accept(_parse(response, len(batch), self.url))
-                error = _error_for_status(response, self.url)
-            delay = self._delay(attempt, error)
-            if delay is None:
-                raise error from cause
-            await asyncio.sleep(delay)
-            attempt += 1
+                response, failure = None, exc
+            outcome = self._outcome(batch, attempt, response, failure)
+            if isinstance(outcome, np.ndarray):
+                return outcome
+            await asyncio.sleep(outcome)
+        raise AssertionError("unreachable")  # pragma: no cover - itertools.count() does not end
 
     async def aembed(self, texts: list[str], kind: Kind = "passage") -> np.ndarray:
         check_inputs(texts, kind)

@@ -27,9 +27,9 @@ import msgspec
 from service.core.chrf import chrf as chrf_score
 from service.core.llm._client import ChatMessage
 from service.core.llm._gemba import data_fence_tag
-from service.core.llm._guard import max_tokens_for
-from service.core.llm._judging import Attempt, AttemptOptions, Cost, JudgeStatus, ask_until_parsed
-from service.core.llm._panels import Judge, resolve_endpoint
+from service.core.llm._judging import AttemptOptions, JudgeRun, readable
+from service.core.llm._panels import Judge
+from service.core.llm._runner import ask_judge
 from service.core.text import content_tokens, word_tokens
 from service.core.types import SignalResult, SignalSkipped, SignalValue
 
@@ -89,10 +89,9 @@ def build_backtranslation_messages(candidate: str) -> list[ChatMessage]:
 
 def parse_backtranslation(text: str | None, finish_reason: str | None = "stop") -> tuple[str | None, str | None]:
     """``(pali, None)`` or ``(None, error)``; see the module docstring."""
-    if finish_reason == "length":
-        return None, "truncated"
-    if text is None or not text.strip():
-        return None, "empty"
+    text, unread = readable(text, finish_reason)
+    if text is None:
+        return None, unread
     start = text.find("{")
     while start != -1:
         try:
@@ -153,20 +152,11 @@ def backtranslation_metrics(source: str, backtranslation: str) -> Backtranslatio
     )
 
 
-class BacktranslationResult(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    judge_id: str
-    model: str
-    family: str
-    status: JudgeStatus
+class BacktranslationResult(JudgeRun, forbid_unknown_fields=True, frozen=True, kw_only=True):
     pali: str | None
-    raw: str | None
-    error: str | None
     metrics: BacktranslationMetrics | None
-    attempts: list[Attempt]
-    cost: Cost
     prompt_version: str = BACKTRANSLATION_PROMPT_VERSION
     prompt_hash: str = BACKTRANSLATION_PROMPT_HASH
-    parse_error: str | None = None  # why the last answer did not parse (status invalid)
 
 
 async def backtranslate(
@@ -182,30 +172,21 @@ async def backtranslate(
     """Backtranslate ``candidate`` (the judge never sees ``source``) and score it against ``source``; the answer may
     be about as long as the source (``max_tokens_for``), not unbounded."""
     options = options or AttemptOptions(temperature=settings.temperature, max_attempts=settings.parse_attempts)
-    outcome = await ask_until_parsed(
+    outcome = await ask_judge(
         client,
-        resolve_endpoint(judge, settings),
+        judge,
+        settings,
         build_backtranslation_messages(candidate),
+        call="backtranslation",
         prompt_version=BACKTRANSLATION_PROMPT_VERSION,
         parse=parse_backtranslation,
         options=options,
-        max_tokens=max_tokens_for("backtranslation", judge, settings, source_chars=len(source)),
         guard=guard,
-        judge_id=judge.id,
+        source_chars=len(source),
     )
     pali = outcome.value if outcome.status == "valid" else None
-    return BacktranslationResult(
-        judge_id=judge.id,
-        model=judge.model,
-        family=judge.family,
-        status=outcome.status,
-        pali=pali,
-        raw=outcome.raw,
-        error=None if outcome.status == "valid" else outcome.error,
-        metrics=None if pali is None else backtranslation_metrics(source, pali),
-        attempts=outcome.attempts,
-        cost=outcome.cost,
-        parse_error=outcome.parse_error if outcome.status == "invalid" else None,
+    return BacktranslationResult.of(
+        judge, outcome, pali=pali, metrics=None if pali is None else backtranslation_metrics(source, pali)
     )
 
 

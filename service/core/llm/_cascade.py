@@ -1,11 +1,11 @@
 """The cascade: spend LLM checks on the riskiest tail by routing score, within a budget fraction and a call cap.
 
 Planning is pure (``plan_cascade``): candidates are ranked by routing score (highest first, NaN last, ties by
-id), the top ``ceil(budget_fraction * n)`` are eligible, and in rank order each eligible candidate gets GEMBA
-(one call per selected judge) and then backtranslation (one call) while the nominal calls fit under
-``max_calls``; the first check that does not fit ends the spending (nothing ranked lower is back-filled).
-The cap budgets nominal calls; parse and HTTP retries are reported in ``cost`` but not pre-budgeted.
-Without a provider every check is skipped ("no LLM provider configured").
+id), the top ``budget_count(n, budget_fraction)`` are eligible (``service.core.budget``: ceil, at least one), and
+in rank order each eligible candidate gets GEMBA (one call per selected judge) and then backtranslation (one call)
+while the nominal calls fit under ``max_calls``; the first check that does not fit ends the spending (nothing ranked
+lower is back-filled). The cap budgets nominal calls; parse and HTTP retries are reported in ``cost`` but not
+pre-budgeted. Without a provider every check is skipped ("no LLM provider configured").
 
 Running is bounded (``CallGuard``): every call shares the deadline ``settings.deadline_seconds``; a check whose
 judges did not answer in time reads ``timed_out``, one whose judges all failed ``failed``, each with the reason.
@@ -14,27 +14,31 @@ The cost is reported in total and per judge (calls, tokens, timeouts, seconds).
 
 from __future__ import annotations
 
-import asyncio
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
+from service.core.budget import budget_count
 from service.core.errors import InputError
 from service.core.llm._backtranslation import BacktranslationResult, backtranslate, backtranslation_signal
 from service.core.llm._client import NO_PROVIDER
 from service.core.llm._gemba import GembaResult, gemba_signal, score_candidate
-from service.core.llm._guard import CallGuard, gather_all
-from service.core.llm._judging import AttemptOptions, Cost, JudgeAnswer, dominant_cause, dominant_status
+from service.core.llm._guard import CallGuard
+from service.core.llm._judging import AttemptOptions, Cost, JudgeRun, dominant_cause, dominant_status
 from service.core.llm._panels import JudgeSelection, Panel, select_judges
+from service.core.llm._runner import (
+    NO_ELIGIBLE_JUDGE_AFTER_EXCLUSION,
+    below_budget,
+    call_cap_reached,
+    check_disabled,
+    run_all,
+)
 from service.core.types import SignalResult, SignalSkipped
 
 if TYPE_CHECKING:
     from service.core.llm._client import LLMClient
-    from service.core.llm._gemba import JudgeScore
-
-    JudgeResult = JudgeScore | BacktranslationResult
     from service.core.settings import LLMSettings
 
 __all__ = [
@@ -46,7 +50,6 @@ __all__ = [
     "CheckOutcome",
     "CheckStatus",
     "PlannedCandidate",
-    "judge_answers",
     "plan_cascade",
     "planned_with",
     "run_cascade",
@@ -145,7 +148,7 @@ def plan_cascade(
     if max_calls < 0:
         raise InputError("max_calls must not be negative")
     n = len(items)
-    budget = min(n, math.ceil(budget_fraction * n - 1e-9))
+    budget = budget_count(n, budget_fraction)
     ranked = sorted(range(n), key=lambda i: _rank_key(items[i]))
     planned: dict[int, PlannedCandidate] = {}
     spent = 0
@@ -163,15 +166,14 @@ def plan_cascade(
             if not configured:
                 checks.append(CheckOutcome(name, "skipped", NO_PROVIDER))
             elif not enabled:
-                checks.append(CheckOutcome(name, "skipped", f"{name} disabled for this request"))
+                checks.append(CheckOutcome(name, "skipped", check_disabled(name)))
             elif rank > budget:
-                reason = f"below the review budget: rank {rank} of {n}, budget {budget} ({budget_fraction:.0%})"
-                checks.append(CheckOutcome(name, "skipped", reason))
+                checks.append(CheckOutcome(name, "skipped", below_budget(rank, n, budget, budget_fraction)))
             elif cost == 0:
-                checks.append(CheckOutcome(name, "skipped", "no eligible judge after self-scoring exclusion"))
+                checks.append(CheckOutcome(name, "skipped", NO_ELIGIBLE_JUDGE_AFTER_EXCLUSION))
             elif capped or spent + calls + cost > max_calls:
                 capped = True
-                checks.append(CheckOutcome(name, "skipped", f"call cap reached (max_calls={max_calls})"))
+                checks.append(CheckOutcome(name, "skipped", call_cap_reached(max_calls)))
             else:
                 checks.append(CheckOutcome(name, "planned"))
                 calls += cost
@@ -217,7 +219,8 @@ async def _run_one(
     options: AttemptOptions,
     guard: CallGuard,
 ) -> CandidateChecks:
-    gemba_task = backtranslation_task = None
+    gemba_task: Coroutine[Any, Any, GembaResult | None] | None = None
+    backtranslation_task: Coroutine[Any, Any, BacktranslationResult | None] | None = None
     if planned.runs("gemba"):
         gemba_task = score_candidate(
             client,
@@ -239,11 +242,7 @@ async def _run_one(
             options=options,
             guard=guard,
         )
-    gemba_result, bt_result = await asyncio.gather(
-        gemba_task if gemba_task is not None else _none(),
-        backtranslation_task if backtranslation_task is not None else _none(),
-    )
-    cost = Cost()
+    gemba_result, bt_result = await _both(gemba_task or _none(), backtranslation_task or _none())
     checks: list[CheckOutcome] = []
     signals: dict[str, SignalResult] = {}
     for outcome in planned.checks:
@@ -252,11 +251,9 @@ async def _run_one(
             signals[outcome.check] = _skipped_signal(outcome)
             continue
         if outcome.check == "gemba" and isinstance(gemba_result, GembaResult):
-            cost.add(gemba_result.cost)
             signals["gemba"] = gemba_signal(gemba_result)
             checks.append(_ended("gemba", gemba_result.judges, signals["gemba"]))
         elif outcome.check == "backtranslation" and isinstance(bt_result, BacktranslationResult):
-            cost.add(bt_result.cost)
             signals["backtranslation"] = backtranslation_signal(bt_result)
             checks.append(_ended("backtranslation", [bt_result], signals["backtranslation"]))
     return CandidateChecks(
@@ -266,34 +263,36 @@ async def _run_one(
         gemba=signals["gemba"],
         backtranslation=signals["backtranslation"],
         checks=checks,
-        cost=cost,
-        gemba_result=gemba_result if isinstance(gemba_result, GembaResult) else None,
-        backtranslation_result=bt_result if isinstance(bt_result, BacktranslationResult) else None,
+        cost=Cost.total(r.cost for r in (gemba_result, bt_result) if r is not None),
+        gemba_result=gemba_result,
+        backtranslation_result=bt_result,
     )
 
 
-def judge_answers(judges: Sequence[JudgeResult]) -> list[JudgeAnswer]:
-    """How each judge's call ended (status, parse error, error), for ``dominant_cause``."""
-    return [JudgeAnswer(j.status, j.parse_error, j.error) for j in judges]
+async def _both(
+    gemba: Coroutine[Any, Any, GembaResult | None], backtranslation: Coroutine[Any, Any, BacktranslationResult | None]
+) -> tuple[GembaResult | None, BacktranslationResult | None]:
+    """A candidate's two checks at once, as siblings of one task group (``run_all``)."""
+    results: list[Any] = await run_all(gemba, backtranslation)
+    return results[0], results[1]
 
 
-def _ended(check: CheckName, judges: Sequence[JudgeResult], signal: SignalResult) -> CheckOutcome:
+def _ended(check: CheckName, judges: Sequence[JudgeRun], signal: SignalResult) -> CheckOutcome:
     """A check that ran: ``ran`` when a judge gave a value, else how most of its judges ended (invalid, timed_out,
     failed or skipped: the day's LLM budget), with the dominant cause as its reason."""
-    answers = judge_answers(judges)
     counts: dict[str, int] = {}
-    for a in answers:
-        counts[a.status] = counts.get(a.status, 0) + 1
+    for j in judges:
+        counts[j.status] = counts.get(j.status, 0) + 1
     attempts = sum(len(j.attempts) for j in judges)
-    status = None if counts.get("valid") else dominant_status(answers)
+    status = None if counts.get("valid") else dominant_status(judges)
     if status is None or status == "valid":
         return CheckOutcome(check, "ran", None, counts, attempts)
     if status == "skipped" and isinstance(signal, SignalSkipped):
         return CheckOutcome(check, "skipped", signal.reason, counts, attempts)
-    return CheckOutcome(check, status, dominant_cause(answers), counts, attempts)
+    return CheckOutcome(check, status, dominant_cause(judges), counts, attempts)
 
 
-async def _none() -> None:
+async def _none() -> Any:
     return None
 
 
@@ -330,7 +329,7 @@ async def run_cascade(
     )
     options = options or AttemptOptions(temperature=settings.temperature, max_attempts=settings.parse_attempts)
     if client is not None and configured:
-        results = await gather_all(
+        results = await run_all(
             *(
                 _run_one(client, item, p, settings, options, guard)
                 for item, p in zip(items, plan.candidates, strict=True)
@@ -349,13 +348,10 @@ async def run_cascade(
             )
             for p in plan.candidates
         ]
-    total = Cost()
-    for r in results:
-        total.add(r.cost)
     return CascadeResult(
         plan=plan,
         candidates=results,
-        cost=total,
+        cost=Cost.total(r.cost for r in results),
         judges={judge: guard.costs[judge] for judge in sorted(guard.costs)},
         timed_out=sorted(guard.benched),
         deadline_seconds=guard.seconds,

@@ -23,13 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import email.utils
 import logging
-import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
@@ -43,6 +40,7 @@ from service.core.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from service.core.retry import RetryPolicy, parse_retry_after
 from service.core.telemetry import JUDGE_CALLS, JUDGE_TOKENS, LLM_CACHE_HITS
 
 if TYPE_CHECKING:
@@ -102,22 +100,6 @@ class ChatResult(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     cached: bool = False
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Backoff ``min(backoff_max, backoff_base * 2**retry)`` scaled by a uniform factor in ``1 +- jitter``."""
-
-    max_retries: int = 4
-    backoff_base: float = 0.5
-    backoff_max: float = 20.0
-    jitter: float = 0.25
-    # a Retry-After beyond this is not waited for: the call fails with UpstreamRateLimited(retry_after=...)
-    max_retry_after: float = 60.0
-
-    def backoff(self, retry: int) -> float:
-        delay = min(self.backoff_max, self.backoff_base * (2**retry))
-        return max(0.0, delay * random.uniform(1.0 - self.jitter, 1.0 + self.jitter))
-
-
 @dataclass
 class ProviderStats:
     """Counters of one provider (a base URL), for tests, benchmarks and metrics."""
@@ -156,29 +138,6 @@ class TokenBucket:
         wait = self.reserve()
         if wait > 0:
             await asyncio.sleep(wait)
-
-
-def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP date; None when absent/garbled."""
-    if value is None:
-        return None
-    value = value.strip()
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        pass
-    else:
-        return max(0.0, seconds) if seconds == seconds and seconds != float("inf") else None
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    now = now or datetime.now(UTC)
-    return max(0.0, (when - now).total_seconds())
 
 
 # chat templates add a few tokens per message (role markers) and a few per prompt (the assistant's turn)
@@ -425,18 +384,10 @@ class LLMClient:
                 raise
             except _Retryable as failure:
                 failure.error.extra["attempts"] = attempt
-                if attempt > policy.max_retries:
-                    raise failure.error from failure.__cause__
                 if deadline is not None and isinstance(failure.error, UpstreamTimeout):
                     raise failure.error from failure.__cause__  # a timeout under a deadline counts, it is not retried
-                if failure.retry_after is not None:
-                    if failure.retry_after > policy.max_retry_after:
-                        raise failure.error from failure.__cause__
-                    # honour the server's wait; a little upward jitter spreads a herd of waiting callers
-                    delay = failure.retry_after + random.uniform(0.0, policy.jitter * policy.backoff_base)
-                else:
-                    delay = policy.backoff(attempt - 1)
-                if deadline is not None and time.monotonic() + delay >= deadline:
+                delay = policy.delay(attempt - 1, retry_after=failure.retry_after, deadline=deadline)
+                if delay is None:
                     raise failure.error from failure.__cause__
                 provider.stats.retries += 1
                 logger.info(

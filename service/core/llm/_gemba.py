@@ -21,7 +21,6 @@ A parse error is retried with the temperature raised by one step (``AttemptOptio
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import re
 import statistics
@@ -31,9 +30,9 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from service.core.llm._client import ChatMessage
-from service.core.llm._guard import max_tokens_for
-from service.core.llm._judging import Attempt, AttemptOptions, Cost, JudgeStatus, ask_until_parsed
-from service.core.llm._panels import ExcludedJudge, Judge, JudgeSelection, resolve_endpoint
+from service.core.llm._judging import AttemptOptions, Cost, JudgeRun, readable
+from service.core.llm._panels import ExcludedJudge, Judge, JudgeSelection
+from service.core.llm._runner import ask_judge, ask_panel
 from service.core.types import Flag, Severity, SignalResult, SignalSkipped, SignalValue
 
 if TYPE_CHECKING:
@@ -118,10 +117,9 @@ def build_gemba_messages(source: str, candidate: str) -> list[ChatMessage]:
 
 def parse_score(text: str | None, finish_reason: str | None = "stop") -> tuple[float | None, str | None]:
     """``(score, None)`` or ``(None, error)``; see the table in the module docstring."""
-    if finish_reason == "length":
-        return None, "truncated"
-    if text is None or not text.strip():
-        return None, "empty"
+    text, unread = readable(text, finish_reason)
+    if text is None:
+        return None, unread
     match = _SCORE_RE.fullmatch(text.strip())
     if match is None:
         return None, "not_a_number"
@@ -133,20 +131,11 @@ def parse_score(text: str | None, finish_reason: str | None = "stop") -> tuple[f
     return value, None
 
 
-class JudgeScore(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+class JudgeScore(JudgeRun, forbid_unknown_fields=True, frozen=True, kw_only=True):
     """One judge's verdict on one candidate; ``score``/``risk`` only when ``status == "valid"``."""
 
-    judge_id: str
-    model: str
-    family: str
-    status: JudgeStatus
     score: float | None
     risk: float | None
-    raw: str | None
-    error: str | None
-    attempts: list[Attempt]
-    cost: Cost
-    parse_error: str | None = None  # why the last answer did not parse (status invalid): "truncated", ...
 
 
 class PanelStats(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -223,31 +212,19 @@ async def _judge_one(
     options: AttemptOptions,
     guard: CallGuard | None,
 ) -> JudgeScore:
-    outcome = await ask_until_parsed(
+    outcome = await ask_judge(
         client,
-        resolve_endpoint(judge, settings),
+        judge,
+        settings,
         messages,
+        call="gemba",
         prompt_version=GEMBA_PROMPT_VERSION,
         parse=parse_score,
         options=options,
-        max_tokens=max_tokens_for("gemba", judge, settings),
         guard=guard,
-        judge_id=judge.id,
     )
     score = outcome.value if outcome.status == "valid" else None
-    return JudgeScore(
-        judge_id=judge.id,
-        model=judge.model,
-        family=judge.family,
-        status=outcome.status,
-        score=score,
-        risk=None if score is None else 100.0 - score,
-        raw=outcome.raw,
-        error=None if outcome.status == "valid" else outcome.error,
-        attempts=outcome.attempts,
-        cost=outcome.cost,
-        parse_error=outcome.parse_error if outcome.status == "invalid" else None,
-    )
+    return JudgeScore.of(judge, outcome, score=score, risk=None if score is None else 100.0 - score)
 
 
 async def score_candidate(
@@ -263,12 +240,7 @@ async def score_candidate(
     """Ask every selected judge concurrently; failures, timeouts and invalid answers are recorded, never scored."""
     options = options or AttemptOptions(temperature=settings.temperature, max_attempts=settings.parse_attempts)
     messages = build_gemba_messages(source, candidate)
-    judges = list(
-        await asyncio.gather(*(_judge_one(client, j, settings, messages, options, guard) for j in selection.judges))
-    )
-    cost = Cost()
-    for j in judges:
-        cost.add(j.cost)
+    judges = await ask_panel(selection.judges, lambda j: _judge_one(client, j, settings, messages, options, guard))
     return GembaResult(
         panel=selection.panel,
         panel_version=selection.panel_version,
@@ -279,7 +251,7 @@ async def score_candidate(
         excluded=selection.excluded,
         stats=panel_stats([j.score for j in judges if j.score is not None], n_judges=len(judges)),
         flags=red_flags(judges),
-        cost=cost,
+        cost=Cost.total(j.cost for j in judges),
     )
 
 

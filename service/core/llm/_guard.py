@@ -8,11 +8,10 @@ nothing more. Every call's tokens, timeouts and seconds are tallied per judge fo
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Literal, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal
 
 from service.core.llm._judging import Cost
 
@@ -20,9 +19,7 @@ if TYPE_CHECKING:
     from service.core.llm._panels import Judge
     from service.core.settings import LLMSettings
 
-__all__ = ["BACKTRANSLATION_BASE_TOKENS", "MAX_TIMEOUTS", "CallGuard", "CallType", "gather_all", "max_tokens_for"]
-
-T = TypeVar("T")
+__all__ = ["BACKTRANSLATION_BASE_TOKENS", "MAX_TIMEOUTS", "CallGuard", "CallType", "max_tokens_for"]
 
 # a judge that timed out this often in one unit of work is not asked again in it
 MAX_TIMEOUTS = 2
@@ -30,19 +27,6 @@ MAX_TIMEOUTS = 2
 BACKTRANSLATION_BASE_TOKENS = 64
 
 CallType = Literal["gemba", "backtranslation", "text"]
-
-
-async def gather_all(*aws: Awaitable[T]) -> list[T]:
-    """``asyncio.gather``, except that when one fails the others are cancelled: a unit of judge work that fails
-    (and will be retried or ended) leaves no judge calls running, spending the tenant's budget for nothing."""
-    tasks = [asyncio.ensure_future(a) for a in aws]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
 
 
 def max_tokens_for(call: CallType, judge: Judge | None, settings: LLMSettings, *, source_chars: int = 0) -> int:

@@ -11,8 +11,8 @@ import asyncio
 import functools
 import math
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Generic, Literal, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Generic, Literal, Self, TypeVar
 
 import msgspec
 
@@ -23,6 +23,7 @@ from service.core.telemetry import JUDGE_PARSE_FAILURES
 
 if TYPE_CHECKING:
     from service.core.llm._guard import CallGuard
+    from service.core.llm._panels import Judge
 
 __all__ = [
     "PARSE_ERROR_WORDS",
@@ -30,11 +31,15 @@ __all__ = [
     "AttemptOptions",
     "Cost",
     "JudgeAnswer",
+    "JudgeResult",
+    "JudgeRun",
     "JudgeStatus",
     "Outcome",
+    "Unreadable",
     "ask_until_parsed",
     "dominant_cause",
     "dominant_status",
+    "readable",
 ]
 
 T = TypeVar("T")
@@ -86,6 +91,14 @@ class Cost(msgspec.Struct, forbid_unknown_fields=True):
         self.seconds = round(self.seconds + other.seconds, 3)
         return self
 
+    @classmethod
+    def total(cls, costs: Iterable[Cost]) -> Cost:
+        """The sum of ``costs`` (a panel's judges, a job's units), as a new Cost."""
+        total = cls()
+        for cost in costs:
+            total.add(cost)
+        return total
+
     def add_result(self, result: ChatResult) -> None:
         if result.cached:
             self.cache_hits += 1
@@ -114,6 +127,21 @@ class Outcome(Generic[T]):
         return self.attempts[-1].raw if self.attempts else None
 
 
+# an answer with nothing to parse: cut off at max_tokens (its end, a number or a closing brace, may be missing too)
+# or empty; every parser reads these first, before its own format
+Unreadable = Literal["truncated", "empty"]
+
+
+def readable(text: str | None, finish_reason: str | None) -> tuple[str | None, Unreadable | None]:
+    """``(text, None)`` when there is an answer to parse; ``(None, "truncated")`` for one cut off at max_tokens
+    (finish_reason "length"), ``(None, "empty")`` for no text."""
+    if finish_reason == "length":
+        return None, "truncated"
+    if text is None or not text.strip():
+        return None, "empty"
+    return text, None
+
+
 # what a parse error code means, for reasons a user reads ("3 of 3 judges gave answers that do not parse: ...")
 PARSE_ERROR_WORDS: dict[str, str] = {
     "truncated": "truncated at max_tokens",
@@ -137,11 +165,50 @@ PARSE_ERROR_WORDS: dict[str, str] = {
 
 
 class JudgeAnswer(msgspec.Struct, frozen=True):
-    """How one judge's call ended, as ``dominant_cause`` counts it."""
+    """How one judge's call ended, as ``dominant_cause`` counts it: the base of every judge's result."""
 
     status: JudgeStatus
-    parse_error: str | None = None
+    parse_error: str | None = None  # why the last answer did not parse (status invalid): "truncated", ...
     error: str | None = None
+
+
+class JudgeResult(JudgeAnswer, frozen=True, kw_only=True):
+    """What every judge's result starts with: the judge, how its call ended, its last answer as written, the error
+    (None when valid) and, when its answers did not parse, the last parse error. Each judge kind adds its value."""
+
+    judge_id: str
+    model: str
+    family: str
+    raw: str | None
+    error: str | None  # given by every result (None when valid), not defaulted
+
+    @classmethod
+    def of(cls, judge: Judge, outcome: Outcome[Any], **fields: Any) -> Self:
+        """The result of ``judge`` from how its loop ended, with the kind's own ``fields``."""
+        return cls(**cls.header(judge, outcome), **fields)
+
+    @classmethod
+    def header(cls, judge: Judge, outcome: Outcome[Any]) -> dict[str, Any]:
+        return {
+            "judge_id": judge.id,
+            "model": judge.model,
+            "family": judge.family,
+            "status": outcome.status,
+            "raw": outcome.raw,
+            "error": None if outcome.status == "valid" else outcome.error,
+            "parse_error": outcome.parse_error if outcome.status == "invalid" else None,
+        }
+
+
+class JudgeRun(JudgeResult, frozen=True, kw_only=True):
+    """A judge result that keeps every answer it gave and what the judge cost."""
+
+    attempts: list[Attempt]
+    cost: Cost
+
+    @classmethod
+    def header(cls, judge: Judge, outcome: Outcome[Any]) -> dict[str, Any]:
+        return {**super().header(judge, outcome), "attempts": outcome.attempts, "cost": outcome.cost}
 
 
 _CAUSE_ORDER: tuple[JudgeStatus, ...] = ("invalid", "timed_out", "failed", "skipped")

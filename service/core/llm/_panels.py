@@ -280,7 +280,7 @@ def _panels_dir(panels_dir: str | Path | None) -> Path:
         return Path(panels_dir)
     from service.core.settings import get_settings
 
-    return Path(get_settings().risk.models_dir) / "panels"
+    return get_settings().risk.panels_dir
 
 
 _PANEL_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")

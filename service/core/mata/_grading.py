@@ -9,32 +9,29 @@ sets ``exclude_own_family``.
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import msgspec
 
 from service.core.errors import InputError
 from service.core.llm import (
+    NO_ELIGIBLE_JUDGE,
     NO_PROVIDER,
-    Attempt,
     AttemptOptions,
     CallGuard,
     ChatMessage,
     Cost,
     ExcludedJudge,
     Judge,
-    JudgeAnswer,
+    JudgeRun,
     JudgeSpec,
-    JudgeStatus,
     Panel,
-    ask_until_parsed,
+    ask_judge,
+    ask_panel,
     choose_panel,
     dominant_cause,
     family_of,
-    gather_all,
-    max_tokens_for,
-    resolve_endpoint,
+    run_all,
     select_judges,
 )
 from service.core.mata._parsing import GradeError, GradeParse, Verdict, parse_grade
@@ -127,21 +124,13 @@ class GradePlan(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     protocol: Protocol = "trisk"
 
 
-class JudgeGrade(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+class JudgeGrade(JudgeRun, forbid_unknown_fields=True, frozen=True, kw_only=True):
     """One judge's grade: ``verdict`` only when ``status == "valid"``; ``parse_error`` names a format failure."""
 
-    judge_id: str
-    model: str
-    family: str
     same_family: bool
-    status: JudgeStatus
     verdict: Verdict | None
     parse_error: GradeError | None
     reasoning: str | None
-    raw: str | None
-    error: str | None
-    attempts: list[Attempt]
-    cost: Cost
     # a verdict the protocol gave to an answer it could not read (paper: "no GRADE line: incorrect (Inspect's rule)")
     counted_as: str | None = None
 
@@ -295,35 +284,23 @@ async def _grade_one(
         result = read(text, finish_reason)
         return (result, None) if result.error is None else (None, result.error)
 
-    outcome = await ask_until_parsed(
-        client,
-        resolve_endpoint(judge, settings),
-        messages,
-        prompt_version=grade_prompt(plan.language, plan.protocol)[0],
-        parse=parse,
-        options=AttemptOptions(temperature=plan.temperature, max_attempts=plan.max_attempts),
-        max_tokens=max_tokens_for("text", judge, settings),
-        guard=guard,
-        judge_id=judge.id,
+    options = AttemptOptions(temperature=plan.temperature, max_attempts=plan.max_attempts)
+    prompt = grade_prompt(plan.language, plan.protocol)[0]
+    outcome = await ask_judge(
+        client, judge, settings, messages, call="text", prompt_version=prompt, parse=parse, options=options, guard=guard
     )
     last = outcome.attempts[-1] if outcome.attempts else None
     parsed = outcome.value
     if parsed is None and last is not None:
         parsed = read(last.raw, last.finish_reason)
-    return JudgeGrade(
-        judge_id=judge.id,
-        model=judge.model,
-        family=judge.family,
+    valid = parsed is not None and outcome.status == "valid"
+    return JudgeGrade.of(
+        judge,
+        outcome,
         same_family=response_family is not None and judge.family == response_family,
-        status=outcome.status,
-        verdict=parsed.verdict if parsed is not None and outcome.status == "valid" else None,
-        parse_error=parsed.error if parsed is not None else None,
+        verdict=parsed.verdict if valid and parsed is not None else None,
         reasoning=parsed.reasoning if parsed is not None else None,
-        raw=last.raw if last is not None else None,
-        error=None if outcome.status == "valid" else outcome.error,
-        attempts=outcome.attempts,
-        cost=outcome.cost,
-        counted_as=parsed.counted_as if parsed is not None and outcome.status == "valid" else None,
+        counted_as=parsed.counted_as if valid and parsed is not None else None,
     )
 
 
@@ -331,7 +308,7 @@ def _no_verdict_reason(judges: list[JudgeGrade], quorum: int) -> str:
     parsed = sum(1 for j in judges if j.verdict is not None)
     if parsed >= quorum:
         return f"the {parsed} readable votes have no strict majority"
-    unread = dominant_cause([JudgeAnswer(j.status, j.parse_error, j.error) for j in judges])
+    unread = dominant_cause(judges)
     return f"{parsed} readable votes of the {quorum} needed" + (f"; {unread}" if unread else "")
 
 
@@ -356,7 +333,7 @@ async def _grade_item(
     if not settings.configured:
         return GradeSkipped(item_id, NO_PROVIDER, selection.excluded)
     if not selection.judges:
-        return GradeSkipped(item_id, "no eligible judge", selection.excluded)
+        return GradeSkipped(item_id, NO_ELIGIBLE_JUDGE, selection.excluded)
     messages = build_grade_messages(
         language=plan.language,
         question=item.question,
@@ -366,15 +343,8 @@ async def _grade_item(
         protocol=plan.protocol,
     )
     family = selection.candidate_family or family_of(item.response_model)
-    judges = list(
-        await asyncio.gather(
-            *(_grade_one(client, j, settings, messages, plan, family, guard) for j in selection.judges)
-        )
-    )
+    judges = await ask_panel(selection.judges, lambda j: _grade_one(client, j, settings, messages, plan, family, guard))
     quorum = plan.min_parsed_votes or default_quorum(len(judges))
-    cost = Cost()
-    for j in judges:
-        cost.add(j.cost)
     verdict = panel_verdict([j.verdict for j in judges], min_parsed_votes=quorum)
     return Graded(
         item_id=item_id,
@@ -386,7 +356,7 @@ async def _grade_item(
         judges=judges,
         excluded=selection.excluded,
         signature=_signature(plan),
-        cost=cost,
+        cost=Cost.total(j.cost for j in judges),
     )
 
 
@@ -394,4 +364,4 @@ async def run_grades(
     client: LLMClient, plan: GradePlan, settings: LLMSettings, guard: CallGuard | None = None
 ) -> list[GradeOutcome]:
     """Every item of the plan, concurrently (the client limits calls per provider), within the guard's deadline."""
-    return await gather_all(*(_grade_item(client, plan, item, settings, guard) for item in plan.items))
+    return await run_all(*(_grade_item(client, plan, item, settings, guard) for item in plan.items))

@@ -34,8 +34,8 @@ from service.core.llm import (
     Endpoint,
     Outcome,
     ask_until_parsed,
-    gather_all,
     max_tokens_for,
+    run_all,
 )
 from service.core.mata._parsing import McqAnswered, McqFormatFailure, McqReading, read_mcq_answer
 from service.core.mata._prompts import MataLanguage, Protocol, build_mcq_messages, mcq_prompt
@@ -492,11 +492,9 @@ async def run_mcq(
     max_tokens = request.max_tokens
     if max_tokens is None and settings is not None:
         max_tokens = max_tokens_for("text", None, settings)
-    results = await gather_all(*(_ask(client, endpoint, q, request, max_tokens, guard) for q in questions))
-    cost = Cost()
+    results = await run_all(*(_ask(client, endpoint, q, request, max_tokens, guard) for q in questions))
     by_variant: dict[str, list[McqAnswerRecord]] = {}
-    for record, spent in results:
-        cost.add(spent)
+    for record, _ in results:
         by_variant.setdefault(record.variant, []).append(record)
     order = variant_names(MAX_OPTIONS)
     stats = {v: _stats(v, by_variant[v]) for v in sorted(by_variant, key=order.index)}
@@ -513,5 +511,5 @@ async def run_mcq(
         profile=_profile(stats),
         answers=[record for record, _ in results],
         categories=_categories([record for record, _ in results]),
-        cost=cost,
+        cost=Cost.total(spent for _, spent in results),
     )

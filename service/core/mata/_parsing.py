@@ -44,6 +44,7 @@ from typing import Literal
 
 import msgspec
 
+from service.core.llm import readable
 from service.core.text import script_words
 
 __all__ = [
@@ -93,8 +94,8 @@ _INSPECT_ANSWER = re.compile(r"(?i)ANSWER\s*:\s*([A-Za-z ,]+)(?:[^\w]|\n|$)")
 def parse_grade_inspect(text: str | None, finish_reason: str | None = "stop") -> GradeParse:
     """Inspect's model_graded_fact reading (see the module docstring); a cut-off or empty answer is still a format
     failure of its own here, never a verdict."""
-    error = _common(text, finish_reason)
-    if error is not None or text is None:
+    text, error = readable(text, finish_reason)
+    if text is None:
         return GradeParse(None, error)
     match = _INSPECT_GRADE.search(text)
     if match is None:
@@ -109,18 +110,10 @@ _ECHO = re.compile(r"\s+if\b", re.IGNORECASE)
 _LETTER_VERDICT: dict[str, Verdict] = {"C": "correct", "I": "incorrect", "P": "partial"}
 
 
-def _common(text: str | None, finish_reason: str | None) -> GradeError | None:
-    if finish_reason == "length":
-        return "truncated"
-    if text is None or not text.strip():
-        return "empty"
-    return None
-
-
 def parse_grade_en(text: str | None, finish_reason: str | None = "stop", *, partial_credit: bool = False) -> GradeParse:
     """The English judge's verdict; see the table in the module docstring."""
-    error = _common(text, finish_reason)
-    if error is not None or text is None:
+    text, error = readable(text, finish_reason)
+    if text is None:
         return GradeParse(None, error)
     clean = _MARKUP.sub("", text)
     # "GRADE: C if the submission is correct, or GRADE: I if ..." is the instruction copied back, not a grade
@@ -143,8 +136,8 @@ _NO = frozenset({"లేదు", "no"})
 
 def parse_grade_te(text: str | None, finish_reason: str | None = "stop") -> GradeParse:
     """The Telugu judge's yes/no as whole words; see the table in the module docstring."""
-    error = _common(text, finish_reason)
-    if error is not None or text is None:
+    text, error = readable(text, finish_reason)
+    if text is None:
         return GradeParse(None, error)
     words = set(script_words(text))
     yes, no = bool(words & _YES), bool(words & _NO)
@@ -224,10 +217,9 @@ def read_mcq_answer(
     protocol: Protocol = "trisk",
 ) -> McqReading:
     """The chosen option, checked against ``answer`` (a label) when given; see the module docstring."""
-    if finish_reason == "length":
-        return McqFormatFailure("truncated")
-    if text is None or not text.strip():
-        return McqFormatFailure("empty")
+    text, error = readable(text, finish_reason)
+    if text is None:
+        return McqFormatFailure(error or "empty")
     if protocol == "paper":
         return _read_inspect(text, labels, answer)
     clean = _MARKUP.sub("", text)

@@ -10,7 +10,6 @@ mean over different dimensions than the other evaluations' averages.
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated
@@ -19,25 +18,23 @@ import msgspec
 
 from service.core.errors import InputError
 from service.core.llm import (
+    NO_ELIGIBLE_JUDGE,
     NO_PROVIDER,
-    Attempt,
     AttemptOptions,
     CallGuard,
     ChatMessage,
     Cost,
     ExcludedJudge,
     Judge,
-    JudgeAnswer,
+    JudgeRun,
     JudgeSpec,
-    JudgeStatus,
     Panel,
-    ask_until_parsed,
+    ask_judge,
+    ask_panel,
     choose_panel,
     dominant_cause,
     family_of,
-    gather_all,
-    max_tokens_for,
-    resolve_endpoint,
+    run_all,
     select_judges,
 )
 from service.core.poller._dimensions import PromptLanguage, resolve_dimensions
@@ -151,26 +148,17 @@ class PollerPlan(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     protocol: Protocol = "trisk"
 
 
-class PollerJudgeResult(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+class PollerJudgeResult(JudgeRun, forbid_unknown_fields=True, frozen=True, kw_only=True):
     """One judge on one interpretation. ``dimensions`` is empty when no answer was usable (status not valid).
 
     ``same_family``: the judge is of the family of the model that wrote the interpretation (it was kept because
     the request did not ask for exclusion). ``overall``: mean of its scores, only when it scored every dimension.
     """
 
-    judge_id: str
-    model: str
-    family: str
-    status: JudgeStatus
     same_family: bool
     dimensions: list[DimensionResult]
     role: DeclaredRole | None
     overall: float | None
-    raw: str | None
-    error: str | None
-    attempts: list[Attempt]
-    cost: Cost
-    parse_error: str | None = None  # why the last answer was unusable as a whole (status invalid): "truncated", ...
 
 
 class DimensionStats(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -367,16 +355,10 @@ async def _judge_one(
     def parse(text: str | None, finish_reason: str | None) -> tuple[PollerParse | None, str | None]:
         return _usable(parse_poller_answer(text, finish_reason, dimensions=dimensions, persona=plan.persona))
 
-    outcome = await ask_until_parsed(
-        client,
-        resolve_endpoint(judge, settings),
-        messages,
-        prompt_version=prompt_version(plan.language, plan.protocol),
-        parse=parse,
-        options=AttemptOptions(temperature=plan.temperature, max_attempts=plan.max_attempts),
-        max_tokens=max_tokens_for("text", judge, settings),
-        guard=guard,
-        judge_id=judge.id,
+    options = AttemptOptions(temperature=plan.temperature, max_attempts=plan.max_attempts)
+    prompt = prompt_version(plan.language, plan.protocol)
+    outcome = await ask_judge(
+        client, judge, settings, messages, call="text", prompt_version=prompt, parse=parse, options=options, guard=guard
     )
     last = outcome.attempts[-1] if outcome.attempts else None
     parsed = outcome.value
@@ -386,20 +368,13 @@ async def _judge_one(
     results = parsed.dimensions if parsed is not None else []
     scored = [d.score for d in results if isinstance(d, DimensionScore)]
     complete = bool(results) and len(scored) == len(results) and outcome.status == "valid"
-    return PollerJudgeResult(
-        judge_id=judge.id,
-        model=judge.model,
-        family=judge.family,
-        status=outcome.status,
+    return PollerJudgeResult.of(
+        judge,
+        outcome,
         same_family=producer_family is not None and judge.family == producer_family,
         dimensions=results if outcome.status == "valid" else [d for d in results if not isinstance(d, DimensionScore)],
         role=parsed.role if parsed is not None else None,
         overall=statistics.fmean(scored) if complete else None,
-        raw=last.raw if last is not None else None,
-        error=None if outcome.status == "valid" else outcome.error,
-        attempts=outcome.attempts,
-        cost=outcome.cost,
-        parse_error=outcome.parse_error if outcome.status == "invalid" else None,
     )
 
 
@@ -410,7 +385,7 @@ async def _evaluate_item(
     if not settings.configured:
         return PollerSkipped(item.id, NO_PROVIDER, selection.excluded)
     if not selection.judges:
-        return PollerSkipped(item.id, "no eligible judge", selection.excluded)
+        return PollerSkipped(item.id, NO_ELIGIBLE_JUDGE, selection.excluded)
     messages = build_poller_messages(
         strategy=plan.strategy,
         language=plan.language,
@@ -422,12 +397,7 @@ async def _evaluate_item(
         protocol=plan.protocol,
     )
     family = selection.candidate_family or family_of(item.model)
-    judges = list(
-        await asyncio.gather(
-            *(_judge_one(client, j, settings, messages, plan, family, guard) for j in selection.judges)
-        )
-    )
-    answers = [JudgeAnswer(j.status, j.parse_error, j.error) for j in judges]
+    judges = await ask_panel(selection.judges, lambda j: _judge_one(client, j, settings, messages, plan, family, guard))
     stats = []
     for name in plan.dimensions:
         scores = [
@@ -437,17 +407,15 @@ async def _evaluate_item(
             for d in j.dimensions
             if isinstance(d, DimensionScore) and d.dimension == name
         ]
-        stats.append(dimension_stats(name, scores, reason=_unscored(name, judges, answers)))
-    cost = Cost()
-    for j in judges:
-        cost.add(j.cost)
+        stats.append(dimension_stats(name, scores, reason=_unscored(name, judges)))
+    cost = Cost.total(j.cost for j in judges)
     if not any(j.status == "valid" for j in judges):
-        reason = dominant_cause(answers) or "no judge gave a usable answer"
+        reason = dominant_cause(judges) or "no judge gave a usable answer"
         return PollerUnanswered(item.id, reason, judges, selection.excluded, stats, cost)
     return PollerScored(item.id, judges, selection.excluded, stats, overall_average(stats), cost)
 
 
-def _unscored(dimension: str, judges: Sequence[PollerJudgeResult], answers: list[JudgeAnswer]) -> str:
+def _unscored(dimension: str, judges: Sequence[PollerJudgeResult]) -> str:
     """Why no judge scored a dimension: the valid judges' parse failures of it, else how the judges ended."""
     failures = [
         f"{j.judge_id}: {d.error}"
@@ -458,7 +426,7 @@ def _unscored(dimension: str, judges: Sequence[PollerJudgeResult], answers: list
     ]
     if failures:
         return "no judge scored it: " + "; ".join(failures)
-    return dominant_cause(answers) or "no judge scored it"
+    return dominant_cause(judges) or "no judge scored it"
 
 
 async def run_poller_evaluation(
@@ -466,9 +434,6 @@ async def run_poller_evaluation(
 ) -> PollerEvaluation:
     """Every interpretation of the plan, concurrently (the client limits calls per provider), within the guard's
     deadline when one is given."""
-    items = await gather_all(*(_evaluate_item(client, plan, i, settings, guard) for i in plan.interpretations))
-    cost = Cost()
-    for item in items:
-        if isinstance(item, PollerScored):
-            cost.add(item.cost)
+    items = await run_all(*(_evaluate_item(client, plan, i, settings, guard) for i in plan.interpretations))
+    cost = Cost.total(item.cost for item in items if isinstance(item, PollerScored))
     return PollerEvaluation(signature=signature_of(plan), items=items, cost=cost)

@@ -45,6 +45,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from service.core.llm import readable
 from service.core.poller._dimensions import DIMENSIONS, Dimension
 from service.core.poller._persona import Persona, names_author
 from service.core.poller._prompts import ROLE_LABELS
@@ -497,10 +498,9 @@ def parse_poller_answer(
     persona: Persona | None = None,
 ) -> PollerParse:
     """Scores, failures and the declared role of one answer; see the table in the module docstring."""
-    if finish_reason == "length":
-        return PollerParse("truncated", None, [], None)
-    if text is None or not text.strip():
-        return PollerParse("empty", None, [], None)
+    text, unread = readable(text, finish_reason)
+    if text is None:
+        return PollerParse(unread, None, [], None)
     answer_format: AnswerFormat = "json"
     entries: list[_Entry] = []
     json_role: list[str] = []

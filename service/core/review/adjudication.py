@@ -18,7 +18,6 @@ answer of the missing judges would give the same label, otherwise the record is 
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import itertools
 import json
@@ -26,14 +25,12 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-import msgspec
-
 from service.core.durable import Label
 from service.core.llm._client import ChatMessage
 from service.core.llm._gemba import data_fence_tag
-from service.core.llm._guard import max_tokens_for
-from service.core.llm._judging import AttemptOptions, ask_until_parsed
-from service.core.llm._panels import Judge, resolve_endpoint
+from service.core.llm._judging import AttemptOptions, JudgeResult, readable
+from service.core.llm._panels import Judge
+from service.core.llm._runner import ask_judge, ask_panel
 
 if TYPE_CHECKING:
     from service.core.llm._client import LLMClient
@@ -103,10 +100,9 @@ def build_adjudication_messages(source: str, reference: str, candidate: str) -> 
 
 def parse_adjudication(text: str | None, finish_reason: str | None = "stop") -> tuple[Vote | None, str | None]:
     """``(vote, None)`` or ``(None, error)``; see the table in the module docstring."""
-    if finish_reason == "length":
-        return None, "truncated"
-    if text is None or not text.strip():
-        return None, "empty"
+    text, unread = readable(text, finish_reason)
+    if text is None:
+        return None, unread
     body = text.strip()
     fenced = _FENCE.match(body)
     if fenced:
@@ -146,39 +142,26 @@ def majority_label(votes: Sequence[Vote | None], panel_size: int = PANEL_SIZE) -
     return labels.pop() if len(labels) == 1 else None
 
 
-class JudgeVote(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    judge_id: str
-    model: str
-    family: str
-    status: str  # valid | invalid | failed
+class JudgeVote(JudgeResult, forbid_unknown_fields=True, frozen=True, kw_only=True):
     vote: Vote | None
-    raw: str | None
-    error: str | None
     attempts: int
 
 
 async def _ask(
     client: LLMClient, judge: Judge, settings: LLMSettings, messages: list[ChatMessage], options: AttemptOptions
 ) -> JudgeVote:
-    outcome = await ask_until_parsed(
+    outcome = await ask_judge(
         client,
-        resolve_endpoint(judge, settings),
+        judge,
+        settings,
         messages,
+        call="text",
         prompt_version=ADJUDICATION_PROMPT_VERSION,
         parse=parse_adjudication,
         options=options,
-        max_tokens=max_tokens_for("text", judge, settings),
     )
-    return JudgeVote(
-        judge_id=judge.id,
-        model=judge.model,
-        family=judge.family,
-        status=outcome.status,
-        vote=cast("Vote | None", outcome.value) if outcome.status == "valid" else None,
-        raw=outcome.attempts[-1].raw if outcome.attempts else None,
-        error=None if outcome.status == "valid" else outcome.error,
-        attempts=len(outcome.attempts),
-    )
+    vote = cast("Vote | None", outcome.value) if outcome.status == "valid" else None
+    return JudgeVote.of(judge, outcome, vote=vote, attempts=len(outcome.attempts))
 
 
 async def run_panel(
@@ -194,7 +177,7 @@ async def run_panel(
     """Ask the judges concurrently; returns their votes, the majority label (None = inconclusive) and vote counts."""
     options = options or AttemptOptions(temperature=settings.temperature, max_attempts=3)
     messages = build_adjudication_messages(source, reference, candidate)
-    votes = list(await asyncio.gather(*(_ask(client, j, settings, messages, options) for j in judges)))
+    votes = await ask_panel(judges, lambda j: _ask(client, j, settings, messages, options))
     counts = {
         "error": sum(1 for v in votes if v.vote in ("minor", "major")),
         "major": sum(1 for v in votes if v.vote == "major"),

@@ -15,14 +15,13 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from service.core.durable import Adjudication, DuplicateRecord, DurableStore
 from service.core.durable.packing import pack, unpack
-from service.core.llm import load_panel, select_judges
+from service.core.llm import NO_PROVIDER_CONFIGURED, load_panel, panel_too_small, select_judges
 from service.core.ratelimit import charged_to
 from service.core.review.adjudication import (
     ADJUDICATION_PROMPT_HASH,
@@ -43,7 +42,7 @@ __all__ = [
     "store_once",
 ]
 
-NO_PROVIDER_REASON = "no LLM provider configured (TRISK_LLM_BASE_URL is empty)"
+NO_PROVIDER_REASON = NO_PROVIDER_CONFIGURED
 
 
 KIND = "adjudication"  # its kind among the judge jobs' rows
@@ -93,15 +92,14 @@ def new_adjudication(
 def plan_adjudication(pending: Adjudication, settings: Settings) -> Adjudication | None:
     """The record to store at once when the panel cannot run (skipped, with the reason); None when it can. Whether
     a provider is there is the worker's to decide (``run_adjudication``), not the API's."""
-    panel = load_panel(pending.panel or settings.llm.panel, panels_dir=Path(settings.risk.models_dir) / "panels")
+    panel = load_panel(pending.panel or settings.llm.panel, panels_dir=settings.risk.panels_dir)
     judges = select_judges(panel, pending.candidate_model).judges[:PANEL_SIZE]
     if len(judges) < PANEL_SIZE:
         return msgspec.structs.replace(
             pending,
             status="skipped",
             panel_version=panel.version,
-            reason=f"panel {panel.name!r} has {len(judges)} eligible judges for this candidate; adjudication needs "
-            f"{PANEL_SIZE}",
+            reason=panel_too_small(panel.name, len(judges), PANEL_SIZE),
         )
     return None
 
@@ -129,9 +127,7 @@ async def run_adjudication(ctx: dict[str, Any], tenant: str, adjudication_id: st
         if ctx.get("llm") is None:
             record = msgspec.structs.replace(pending, status="skipped", reason=NO_PROVIDER_REASON)
         else:
-            panel = load_panel(
-                pending.panel or settings.llm.panel, panels_dir=Path(settings.risk.models_dir) / "panels"
-            )
+            panel = load_panel(pending.panel or settings.llm.panel, panels_dir=settings.risk.panels_dir)
             judges = select_judges(panel, pending.candidate_model).judges[:PANEL_SIZE]
             votes, label, counts = await run_panel(
                 charged_to(ctx["llm"], ctx["store"].redis, tenant, settings.llm),

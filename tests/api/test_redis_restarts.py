@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -25,7 +26,7 @@ from service.core.novelty import NoveltyIndex
 from service.core.settings import Settings
 from service.local_redis import RedisServer
 from tests.api.test_assessments import GOOD, _assessment
-from tests.conftest import issue_test_key, keyed
+from tests.conftest import TEST_TENANT, issue_test_key, keyed
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,11 +57,12 @@ def on_server(test_settings: Settings, server: RedisServer) -> Settings:
 
 @pytest.fixture()
 def api(sn12_index: NoveltyIndex, test_settings: Settings, redis_server: RedisServer) -> Iterator[Any]:
-    """One app instance on the private Redis, for the whole test (never restarted)."""
+    """One app instance on the private Redis, for the whole test (never restarted), as a tenant of the test's own:
+    the review queue is in the session's durable store, beside other tests' items."""
     settings = on_server(test_settings, redis_server)
     app = create_app(settings, resources=Resources(settings=settings, indexes={"pli": sn12_index}))
     with TestClient(app=app) as tc:
-        yield keyed(tc, issue_test_key(settings))
+        yield keyed(tc, issue_test_key(settings, tenant=f"{TEST_TENANT}-{uuid.uuid4().hex[:8]}"))
 
 
 def assert_redis_503(r: Any) -> None:

@@ -54,11 +54,12 @@ def grow(engine: sa.Engine, upto: int, tenants: int, chunk: int = 20_000) -> Non
         # row i copies real row i % real; its tenant is the bench's when i % tenants == 0
         sql = f"""
             INSERT INTO assessments (tenant, id, {COLUMNS})
-            SELECT CASE WHEN g % :tenants = 0 THEN :tenant ELSE 'bench-' || (g % :tenants) END,
+            SELECT CASE WHEN g % CAST(:tenants AS bigint) = 0 THEN :tenant
+                        ELSE 'bench-' || (g % CAST(:tenants AS bigint)) END,
                    'copy-' || md5(g::text), {COLUMNS.replace("created_at", "created_at - g * 0.01")}
-            FROM generate_series(:lo, :hi) AS g
+            FROM generate_series(CAST(:lo AS bigint), CAST(:hi AS bigint)) AS g
             JOIN (SELECT row_number() OVER (ORDER BY id) - 1 AS k, * FROM assessments WHERE id NOT LIKE 'copy-%') r
-              ON r.k = g % :real
+              ON r.k = g % CAST(:real AS bigint)
         """
         with engine.begin() as con:
             con.execute(

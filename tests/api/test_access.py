@@ -309,6 +309,11 @@ def test_two_tenants_never_see_or_change_each_others_data(
               "humans": [{"rater": "h", "labels": [{"item_id": "1", "label": "correct"}]}],
               "bootstrap": {"resamples": 100}},
     )  # fmt: skip
+    expect("DELETE", "/v1/assessments/{assessment_id:str}", f"/v1/assessments/{aid}", 404)
+    expect("DELETE", "/v1/batches/{batch_id:str}", f"/v1/batches/{bid}", 404)
+    expect_own(
+        "GET", "/v1/exports/assessments", "/v1/exports/assessments", lambda r: aid not in r.text and bid not in r.text
+    )
     expect_own("POST", "/v1/assessments", "/v1/assessments", lambda r: r.json()["id"] != aid, json=BODY)
     expect_own("POST", "/v1/batches", "/v1/batches", lambda r: r.json()["id"] != bid, json={"items": [BODY]})
     expect_own(
@@ -326,6 +331,8 @@ def test_two_tenants_never_see_or_change_each_others_data(
         check()
     # and A's data is all still there, untouched by B's attempts
     assert a("GET", f"/v1/assessments/{aid}").json()["status"] == "done"
+    assert a("GET", f"/v1/batches/{bid}").status_code == 200
+    assert aid in a("GET", "/v1/exports/assessments").text
     assert [v["reviewer"] for v in a("GET", f"/v1/review/items/{item}/verdicts").json()] == [ana]
     assert a("GET", f"/v1/review/items/{item}").json()["item"]["status"] == "reviewed"
     assert a("DELETE", f"/v1/review/claims/{lease}").status_code == 200  # B's release did not end A's lease

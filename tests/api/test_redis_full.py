@@ -23,7 +23,14 @@ from service.core.novelty import NoveltyIndex
 from service.core.settings import Settings
 from service.local_redis import RedisServer
 from tests.api.test_assessments import GOOD, _assessment
-from tests.api.test_redis_restarts import on_server, review_items, start_worker, wait_done
+from tests.api.test_redis_restarts import (
+    assert_redis_503,
+    call,
+    on_server,
+    review_items,
+    start_worker,
+    wait_done,
+)
 from tests.conftest import issue_test_key, keyed
 from tests.worker_support import run_worker_burst
 
@@ -75,11 +82,9 @@ def api(sn12_index: NoveltyIndex, settings: Settings) -> Iterator[Any]:
 
 
 def assert_full_503(r: Any) -> None:
-    assert r.status_code == 503, (r.status_code, r.text)
-    assert r.headers["content-type"].startswith("application/problem+json"), r.headers
-    body = r.json()
-    assert "full" in body["detail"] and "Redis" in body["detail"], body
-    assert int(r.headers["retry-after"]) == body["retry_after"] >= 10, (r.headers, body)
+    """The 503 of a Redis away, saying it is full, with the longer Retry-After of a full Redis."""
+    assert_redis_503(r)
+    assert "full" in r.json()["detail"] and int(r.headers["retry-after"]) >= 10, (r.headers, r.text)
 
 
 def test_a_full_redis_is_a_503_reads_go_on_and_the_same_app_recovers(
@@ -131,8 +136,7 @@ def test_no_route_answers_500_while_redis_is_full(api: Any, redis_server: RedisS
     for path, ops in schema["paths"].items():
         concrete = path.replace("{", "").replace("}", "")
         for method in ops:
-            body = {} if method in ("post", "put") else None
-            r = api.request(method.upper(), concrete, json=body) if body is not None else api.request(method, concrete)
+            r = call(api, method.upper(), concrete, {} if method in ("post", "put") else None)
             seen[r.status_code] += 1
             assert r.status_code < 500 or r.status_code == 503, (method, path, r.status_code, r.text)
     assert seen[200] >= 3, seen  # reads carried on

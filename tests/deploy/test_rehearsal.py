@@ -155,10 +155,12 @@ class Proc:
 def _can_make_namespaces() -> str | None:
     if os.geteuid() != 0:
         return "network namespaces need root"
-    probe = subprocess.run(["ip", "netns", "add", "trisk-probe-ns"], capture_output=True, text=True, check=False)
+    # a name of this probe's own: a fixed one made by a parallel run (another xdist worker) would fail "File exists"
+    name = f"trisk-probe-{secrets.token_hex(4)}"
+    probe = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True, check=False)
     if probe.returncode != 0:
         return f"no network namespace can be made here: {probe.stderr.strip()}"
-    subprocess.run(["ip", "netns", "delete", "trisk-probe-ns"], capture_output=True, check=False)
+    subprocess.run(["ip", "netns", "delete", name], capture_output=True, check=False)
     return None
 
 

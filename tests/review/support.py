@@ -1,4 +1,4 @@
-"""Builders for review tests: AssessmentState-shaped records written straight into Redis db 15, labelled items."""
+"""Builders for review tests: AssessmentState-shaped records written straight into the Redis test db, labelled items."""
 
 from __future__ import annotations
 
@@ -31,8 +31,9 @@ from service.core.review import enqueue_for_review, item_id_of
 from service.core.risk import RiskResult
 from service.core.store import AssessmentState, Store
 from service.core.types import Flag, Severity, SignalValue
+from tests.conftest import TEST_REDIS_URL
 
-REDIS_URL = "redis://127.0.0.1:6379/15"
+REDIS_URL = TEST_REDIS_URL  # this process's test db (one per xdist worker)
 
 
 def candidate_row(

@@ -198,6 +198,20 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
                 TALLY[(engine, report.outcome)] += 1
 
 
+def _long_seconds(item: pytest.Item) -> float:
+    """The estimate of ``pytest.mark.long(seconds)`` (its file's time on a quiet two-core machine); 0 unmarked."""
+    marker = item.get_closest_marker("long")
+    return float(marker.args[0]) if marker is not None else 0.0
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under xdist the files marked ``long`` go first, the longest first (scripts/test.sh keeps that order with
+    --no-loadscope-reorder): started last, one of them would run alone at the end while the other worker idles. A
+    serial run keeps the files' own order."""
+    if _IS_XDIST_WORKER:
+        items.sort(key=_long_seconds, reverse=True)  # stable: the rest keep their order
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     line = tally_line()
     if line:

@@ -26,6 +26,9 @@ from tests.fakes.openai_server import FakeOpenAIServer, closed_port_url, models_
 from tests.worker_support import CallbackReceiver, run_worker_burst
 from workers.settings import WorkerSettings
 
+# about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
+pytestmark = pytest.mark.long(50)
+
 SOURCE = "Sattaratanasampannā, Tīsu sikkhāsu sikkhitā; Anuvicaranti mahāvīrā, Pahīnabhayabheravā."
 CANDIDATES = [
     "Endowed with the seven treasures, trained in the three trainings, the great heroes wander, fearless.",

@@ -37,6 +37,9 @@ from tests.deploy.support import ROOT, containers, find, manifest_docs, parse_do
 from tests.durable.test_rollback import _checkout, rollback_base
 from tests.support.postgres_server import CertificateAuthority, PrivatePostgres
 
+# about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
+pytestmark = pytest.mark.long(60)
+
 DOCS = manifest_docs()
 DB_HOST = "postgres.example.internal"  # the host of secrets.env.example's URL
 EXAMPLE = json.loads((ROOT / "openapi" / "examples" / "assessment-an4.1.json").read_text(encoding="utf-8"))

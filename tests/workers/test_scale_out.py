@@ -26,6 +26,9 @@ from service.core.review.queue import item_id_of
 from service.evaluation import Stack, wait_ready
 from tests.support.redis_server import private_redis_server
 
+# about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
+pytestmark = pytest.mark.long(20)
+
 TENANT = "evaluation"  # the tenant of the key Stack issues
 PLAIN = 20  # assessments without a key, sent alternately to the two APIs
 KEYED = 6  # Idempotency-Keys, each sent to both APIs at the same time

@@ -28,7 +28,7 @@ from tests.durable_support import (
     tally_line,
     uses_engine,
 )
-from tests.support.isolation import DEFAULT_REDIS_URL, redis_test_url, worker_index
+from tests.support.isolation import DEFAULT_REDIS_URL, built_once, redis_test_url, worker_index
 
 # verdicts and fitted models of test runs go to a throwaway database, never the developer's var/trisk.db
 os.environ.setdefault("TRISK_DB_PATH", os.path.join(tempfile.mkdtemp(prefix="trisk-test-"), "trisk.db"))
@@ -54,13 +54,16 @@ def shared_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def sn12_index(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> NoveltyIndex:
-    """A real index over SN 12-22 (about 1,500 passages, stock formulas and rare passages alike), saved and reloaded."""
-    passages = []
-    for sub in ("sutta/sn/sn12", "sutta/sn/sn22"):
-        passages += load_bilara(BILARA, subdir=sub, translation_dir=BILARA / "translation" / "en" / "sujato")
-    index = build_index(passages, params=IndexParams(filters=FilterRules()), name="test-sn12-sn22")
-    path = index.save(tmp_path_factory.mktemp("index") / "sn.trisk")
-    return NoveltyIndex.load(path)
+    """A real index over SN 12-22 (about 1,500 passages, stock formulas and rare passages alike), saved and reloaded;
+    built once per run, the xdist workers load the same file."""
+
+    def build(path: Path) -> None:
+        passages = []
+        for sub in ("sutta/sn/sn12", "sutta/sn/sn22"):
+            passages += load_bilara(BILARA, subdir=sub, translation_dir=BILARA / "translation" / "en" / "sujato")
+        build_index(passages, params=IndexParams(filters=FilterRules()), name="test-sn12-sn22").save(path)
+
+    return NoveltyIndex.load(built_once(tmp_path_factory, "sn12-sn22.trisk", build))
 
 
 @pytest.fixture(scope="session")

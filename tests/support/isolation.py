@@ -1,11 +1,17 @@
-"""What keeps parallel test processes (pytest-xdist workers) apart: each worker's own Redis test database."""
+"""What keeps parallel test processes (pytest-xdist workers) apart, each worker's own Redis test database, and what
+they share: artifacts built once per run."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
+from collections.abc import Callable
+from pathlib import Path
 
-__all__ = ["DEFAULT_REDIS_URL", "redis_test_url", "worker_index"]
+import pytest
+
+__all__ = ["DEFAULT_REDIS_URL", "built_once", "redis_test_url", "worker_index"]
 
 # the suite's Redis database when the shell names none (scripts/test.sh passes TRISK_TEST_REDIS_URL on)
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/15"
@@ -34,3 +40,18 @@ def redis_test_url(base: str, index: int) -> str:
             "name a higher db (worker N uses the db minus N)"
         )
     return f"{found.group(1)}/{db}"
+
+
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """``<run folder>/<name>``, made by ``build(path)`` in the first process that asks (under a lock) and read as it
+    is by the others: the folder of the whole run (under xdist, the parent of the workers' own folders), so the
+    workers of one run share it and another run never sees it. ``build`` must write atomically or fully before it
+    returns; the lock makes a second worker wait for it."""
+    base = tmp_path_factory.getbasetemp()
+    run = base.parent if "PYTEST_XDIST_WORKER" in os.environ else base
+    path = run / name
+    with open(run / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not path.exists():
+            build(path)
+    return path

@@ -19,9 +19,10 @@ up: venv
 test: venv
 	./scripts/test.sh
 
-# opt-in: tests against a real local model server (builds llama.cpp once per machine, outside the repository)
+# opt-in: tests against a real local model server (builds llama.cpp once per machine, outside the repository);
+# serial: one model server in memory, not one per xdist worker
 test-llm: venv
-	TRISK_LOCAL_LLM_BUILD=1 ./scripts/test.sh -m local_llm
+	TRISK_LOCAL_LLM_BUILD=1 TRISK_TEST_WORKERS=0 ./scripts/test.sh -m local_llm
 
 index: venv
 	$(PY) -m service.cli build-index

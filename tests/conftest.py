@@ -28,6 +28,7 @@ from tests.durable_support import (
     tally_line,
     uses_engine,
 )
+from tests.support.isolation import DEFAULT_REDIS_URL, built_once, redis_test_url, worker_index
 
 # verdicts and fitted models of test runs go to a throwaway database, never the developer's var/trisk.db
 os.environ.setdefault("TRISK_DB_PATH", os.path.join(tempfile.mkdtemp(prefix="trisk-test-"), "trisk.db"))
@@ -37,7 +38,8 @@ os.environ.pop("TRISK_DATABASE_URL", None)
 # the `local_llm_server` fixture (the real local model server of the opt-in `make test-llm` tests)
 pytest_plugins = ["tests.support.local_llm"]
 
-TEST_REDIS_URL = os.environ.get("TRISK_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+# this process's Redis database: the named one, or one below it per pytest-xdist worker (tests/support/isolation.py)
+TEST_REDIS_URL = redis_test_url(os.environ.get("TRISK_TEST_REDIS_URL") or DEFAULT_REDIS_URL, worker_index())
 # API tests run as a tenant of their own, so nothing they write mixes with another run's data; removed at the end
 TEST_TENANT = f"test-{uuid.uuid4().hex[:10]}"
 BILARA = SHARED_DIR / "corpus" / "bilara"
@@ -52,19 +54,23 @@ def shared_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def sn12_index(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> NoveltyIndex:
-    """A real index over SN 12-22 (about 1,500 passages, stock formulas and rare passages alike), saved and reloaded."""
-    passages = []
-    for sub in ("sutta/sn/sn12", "sutta/sn/sn22"):
-        passages += load_bilara(BILARA, subdir=sub, translation_dir=BILARA / "translation" / "en" / "sujato")
-    index = build_index(passages, params=IndexParams(filters=FilterRules()), name="test-sn12-sn22")
-    path = index.save(tmp_path_factory.mktemp("index") / "sn.trisk")
-    return NoveltyIndex.load(path)
+    """A real index over SN 12-22 (about 1,500 passages, stock formulas and rare passages alike), saved and reloaded;
+    built once per run, the xdist workers load the same file."""
+
+    def build(path: Path) -> None:
+        passages = []
+        for sub in ("sutta/sn/sn12", "sutta/sn/sn22"):
+            passages += load_bilara(BILARA, subdir=sub, translation_dir=BILARA / "translation" / "en" / "sujato")
+        build_index(passages, params=IndexParams(filters=FilterRules()), name="test-sn12-sn22").save(path)
+
+    return NoveltyIndex.load(built_once(tmp_path_factory, "sn12-sn22.trisk", build))
 
 
 @pytest.fixture(scope="session")
 def test_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
-    """Settings for tests: Redis db 15, a queue of this session's own, callbacks retried quickly and allowed to reach
-    this machine over http (the test receivers), no rate limits (a test of them sets its own)."""
+    """Settings for tests: this process's Redis test db (TEST_REDIS_URL), a queue of this session's own, callbacks
+    retried quickly and allowed to reach this machine over http (the test receivers), no rate limits (a test of them
+    sets its own)."""
     base = get_settings()
     settings = replace(
         base,
@@ -167,15 +173,46 @@ def durable_store(durable_settings: DurableSettings) -> Iterator[DurableStore]:
         yield store
 
 
+# the engines a test ran on travel on its report: under pytest-xdist the reports, not the workers' memory, reach the
+# process that prints the summary
+_ENGINES_PROPERTY = "durable_engines"
+_IS_XDIST_WORKER = "PYTEST_XDIST_WORKER" in os.environ
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
     report = yield
     engines = item.stash.get(ENGINES_USED, set())
     # one count per test: its call, or its setup when that failed (PostgreSQL down) or skipped
     if engines and (report.when == "call" or (report.when == "setup" and not report.passed)):
-        for engine in engines:
-            TALLY[(engine, report.outcome)] += 1
+        # a new list: the report's list is the item's own, shared with its other phases' reports
+        report.user_properties = [*report.user_properties, (_ENGINES_PROPERTY, sorted(engines))]
     return report
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Counted where the summary is printed: in a serial run this process, under xdist the controller (which sees
+    every worker's reports; the workers' own calls are not counted, or each test would count twice)."""
+    if _IS_XDIST_WORKER:
+        return
+    for name, engines in report.user_properties:
+        if name == _ENGINES_PROPERTY:
+            for engine in engines:
+                TALLY[(engine, report.outcome)] += 1
+
+
+def _long_seconds(item: pytest.Item) -> float:
+    """The estimate of ``pytest.mark.long(seconds)`` (its file's time on a quiet two-core machine); 0 unmarked."""
+    marker = item.get_closest_marker("long")
+    return float(marker.args[0]) if marker is not None else 0.0
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under xdist the files marked ``long`` go first, the longest first (scripts/test.sh keeps that order with
+    --no-loadscope-reorder): started last, one of them would run alone at the end while the other worker idles. A
+    serial run keeps the files' own order."""
+    if _IS_XDIST_WORKER:
+        items.sort(key=_long_seconds, reverse=True)  # stable: the rest keep their order
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -28,6 +28,9 @@ from tests.records_support import store_of
 from tests.worker_support import CallbackReceiver, run_worker_burst
 from workers.settings import WorkerSettings
 
+# about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
+pytestmark = pytest.mark.long(50)
+
 SOURCE = "Sattaratanasampannā, Tīsu sikkhāsu sikkhitā; Anuvicaranti mahāvīrā, Pahīnabhayabheravā."
 CANDIDATES = [
     "Endowed with the seven treasures, trained in the three trainings, the great heroes wander, fearless.",

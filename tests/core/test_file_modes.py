@@ -62,7 +62,11 @@ def test_the_aof_of_a_local_redis_is_the_owners_only(tmp_path: Path, wide_umask:
     try:
         client.set("k", "v")
         client.bgrewriteaof()
-        time.sleep(0.5)
+        # the rewrite's files exist once Redis says it is done (not after a guessed pause)
+        deadline = time.monotonic() + 30
+        while (info := client.info("persistence"))["aof_rewrite_in_progress"] or info["aof_rewrite_scheduled"]:
+            assert time.monotonic() < deadline, "the AOF rewrite did not finish"
+            time.sleep(0.02)
         assert (tmp_path / "redis" / "appendonlydir").is_dir()
         assert _others_bits(tmp_path / "redis") == []
     finally:

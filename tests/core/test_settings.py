@@ -177,6 +177,7 @@ def test_get_settings_reads_the_process_environment(monkeypatch: pytest.MonkeyPa
 NOT_SETTINGS = {
     "TRISK_TEST_REDIS_URL",
     "TRISK_TEST_POSTGRES_URL",
+    "TRISK_TEST_WORKERS",
     "TRISK_LOCAL_LLM_BUILD",
     "TRISK_LOCAL_LLM_CTX",
     "TRISK_LOCAL_LLM_DIR",

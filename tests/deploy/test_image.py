@@ -44,6 +44,9 @@ from tests.deploy.support import (
 from tests.durable_support import PostgresServer, uses_engine
 from tests.support.postgres_server import CertificateAuthority, PrivatePostgres
 
+# about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
+pytestmark = pytest.mark.long(90)
+
 WHEEL_CACHE = ROOT / "var" / "cache" / "image-wheels"
 DF = parse_dockerfile()
 BUILDER = DF.stage("builder")

@@ -37,6 +37,9 @@ from tests.deploy.support import ROOT, containers, find, manifest_docs, parse_do
 from tests.durable.test_rollback import _checkout, rollback_base
 from tests.support.postgres_server import CertificateAuthority, PrivatePostgres
 
+# about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
+pytestmark = pytest.mark.long(60)
+
 DOCS = manifest_docs()
 DB_HOST = "postgres.example.internal"  # the host of secrets.env.example's URL
 EXAMPLE = json.loads((ROOT / "openapi" / "examples" / "assessment-an4.1.json").read_text(encoding="utf-8"))
@@ -155,10 +158,12 @@ class Proc:
 def _can_make_namespaces() -> str | None:
     if os.geteuid() != 0:
         return "network namespaces need root"
-    probe = subprocess.run(["ip", "netns", "add", "trisk-probe-ns"], capture_output=True, text=True, check=False)
+    # a name of this probe's own: a fixed one made by a parallel run (another xdist worker) would fail "File exists"
+    name = f"trisk-probe-{secrets.token_hex(4)}"
+    probe = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True, check=False)
     if probe.returncode != 0:
         return f"no network namespace can be made here: {probe.stderr.strip()}"
-    subprocess.run(["ip", "netns", "delete", "trisk-probe-ns"], capture_output=True, check=False)
+    subprocess.run(["ip", "netns", "delete", name], capture_output=True, check=False)
     return None
 
 

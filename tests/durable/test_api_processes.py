@@ -30,6 +30,9 @@ from tests.durable_support import migrated_store
 from tests.review.support import iid, write_assessment
 from tests.support.redis_server import private_redis_server
 
+# about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
+pytestmark = pytest.mark.long(15)
+
 SERVERS = 3
 THREADS_PER_SERVER = 3
 VERDICTS_PER_THREAD = 30

@@ -32,6 +32,9 @@ from service.core.settings import DurableSettings
 from service.evaluation import free_port
 from tests.conftest import TEST_REDIS_URL
 
+# about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
+pytestmark = pytest.mark.long(25)
+
 ROOT = Path(__file__).resolve().parents[2]
 BASE_FILE = Path(__file__).with_name("rollback_base.txt")
 # the mark of the rollback rule in the code: releases before it stop on any revision they do not know

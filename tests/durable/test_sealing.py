@@ -68,6 +68,8 @@ def test_a_sealed_row_does_not_open_for_another_tenant(durable_store: DurableSto
 @pytest.mark.parametrize(
     ("raw", "needle"),
     [("k1", "id:base64"), ("k1:!!", "not base64"), ("k1:AAAA", "not 32"), (f"{K1},{K1}", "twice")],
+    # ids without the random key: every xdist worker must collect the same test names
+    ids=["no-colon", "not-base64", "not-32-bytes", "twice"],
 )
 def test_a_bad_key_setting_is_refused_naming_the_key_not_its_value(raw: str, needle: str) -> None:
     with pytest.raises(SealError, match=needle) as info:

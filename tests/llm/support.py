@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from service.core.llm import Judge, LLMClient, Panel, RetryPolicy
 from service.core.settings import LLMSettings
+from tests.conftest import TEST_REDIS_URL
 from tests.fakes.openai_server import FakeOpenAIServer
 
-REDIS_TEST_URL = "redis://127.0.0.1:6379/15"
+REDIS_TEST_URL = TEST_REDIS_URL  # this process's test db (one per xdist worker)
 
 # tiny backoffs keep the suite fast; the logic is the same as production
 FAST_RETRY = RetryPolicy(max_retries=3, backoff_base=0.01, backoff_max=0.05, jitter=0.1, max_retry_after=5.0)

@@ -1,4 +1,4 @@
-"""Fixtures for review tests: a unique tenant, real Redis db 15, a temporary label store and models folder, the app."""
+"""Fixtures for review tests: a unique tenant, the Redis test db, a temporary label store and models folder, the app."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
-"""Builders for review tests: AssessmentState-shaped records written straight into Redis db 15 (their review items
-into the durable store), labelled items."""
+"""Builders for review tests: AssessmentState-shaped records written into the durable store (assessments and their
+review items), labelled items."""
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from typing import Any
@@ -35,8 +34,9 @@ from service.core.risk import RiskResult
 from service.core.settings import get_settings
 from service.core.store import AssessmentState, Store
 from service.core.types import Flag, Severity, SignalValue
+from tests.conftest import TEST_REDIS_URL
 
-REDIS_URL = os.environ.get("TRISK_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+REDIS_URL = TEST_REDIS_URL  # this process's test db (one per xdist worker)
 
 
 def candidate_row(

@@ -28,6 +28,9 @@ from tests.durable_support import review_item_ids, sqlite_settings
 from tests.records_support import pooled_count, store_of, stored_ids
 from tests.support.redis_server import private_redis_server
 
+# about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
+pytestmark = pytest.mark.long(20)
+
 TENANT = "evaluation"  # the tenant of the key Stack issues
 PLAIN = 20  # assessments without a key, sent alternately to the two APIs
 KEYED = 6  # Idempotency-Keys, each sent to both APIs at the same time

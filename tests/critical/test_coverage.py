@@ -85,7 +85,7 @@ def test_em_learns_which_word_translates_which() -> None:
 def test_untouched_candidate_is_quiet(checker: CriticalChecker) -> None:
     rep = checker.check(SRC, GOOD, PEERS[1:])
     names = ("source_omission", "unlicensed_content", "term_substitution", "negation_source", "term_context")
-    for name in (*names, "negation_context"):
+    for name in (*names, "negation_context", "omission_context"):
         s = rep.signals[name]
         assert isinstance(s, SignalValue) and s.value < 0.2, (name, s)
 
@@ -108,6 +108,15 @@ def test_dropped_sentence_is_an_omission_located_where_it_was(checker: CriticalC
     assert s.value >= 0.1 > _sig(checker, GOOD, "source_omission").value
     ((a, b),) = s.detail["spans"]  # type: ignore[misc]
     assert a == b and cand[:a].endswith("origin of suffering.")
+    # a sentence the other peers word alike (pairs of content words: noble truth, truth of suffering ...), missing
+    # against every peer; a sentence of two content-word pairs ("form impermanent mine") says too little
+    assert _sig(checker, cand, "omission_context").value < 0.3
+    cand = GOOD.replace(" The noble truth of suffering, the noble truth of the origin of suffering.", "")
+    s = _sig(checker, cand, "omission_context")
+    assert s.value >= 0.5 > _sig(checker, GOOD, "omission_context").value + 0.3
+    ((a, b),) = s.detail["spans"]  # type: ignore[misc]
+    assert a == b and cand[:a].endswith("What four?")
+    assert "noble truth" in str(s.detail["summary"]) and "3/4 peers" in str(s.detail["summary"])  # one words it apart
 
 
 def test_added_sentence_is_unlicensed_and_spanned(checker: CriticalChecker) -> None:

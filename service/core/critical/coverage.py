@@ -39,6 +39,7 @@ COVERAGE_SIGNALS = (
     "negation_source",
     "term_context",
     "negation_context",
+    "omission_context",
 )
 NEEDS_PEERS = "needs at least two peer translations of the same passage"
 
@@ -194,6 +195,7 @@ class PassageCoverage:
         self._neg: np.ndarray | None = None  # negators per source clause of every text, computed on first use
         self._local: dict[int, Counter[tuple[str, int]]] = {}
         self._ctx: dict[int, _Contexts] = {}
+        self._pairs: dict[int, tuple[set[tuple[str, str]], list[tuple[range, set[tuple[str, str]]]]]] = {}
 
     def signals(self, i: int) -> dict[str, SignalResult]:
         n = len(self.views) - 1
@@ -210,6 +212,7 @@ class PassageCoverage:
             "negation_source": self._negation(i, peers),
             "term_context": self._term_context(i, peers),
             "negation_context": self._negation_context(i, peers),
+            "omission_context": self._omission_context(i, peers),
         }
 
     # ------------------------------------------------------------------------------------------------ omission
@@ -508,6 +511,67 @@ class PassageCoverage:
             value=round(min(1.0, score), 4), detail={"summary": summary, "spans": spans, "dropped": dropped}
         )
 
+    def _bigrams(self, k: int) -> tuple[set[tuple[str, str]], list[tuple[range, set[tuple[str, str]]]]]:
+        """Text ``k``'s pairs of consecutive content words, all of them and per sentence."""
+        cached = self._pairs.get(k)
+        if cached is None:
+            view = self.views[k]
+            per = []
+            for rng in view.sentences:
+                words = [view.stems[t] for t in rng if view.content[t]]
+                per.append((rng, set(zip(words, words[1:], strict=False))))
+            cached = self._pairs[k] = (set().union(*(p for _, p in per)) if per else set(), per)
+        return cached
+
+    def _omission_context(self, i: int, peers: list[int]) -> SignalValue:
+        """A sentence of the peers' that the other peers word alike and the candidate does not: per peer, its
+        sentence whose pairs of consecutive content words the other peers have most and the candidate least; the
+        median over the peers (a dropped sentence leaves such a gap against every peer, a paraphrase against few)."""
+        mine = self._bigrams(i)[0]
+        alls = {k: self._bigrams(k)[0] for k in peers}
+        gaps: list[tuple[float, int, range]] = []
+        for k in peers:
+            others = [alls[j] for j in peers if j != k]
+            best = (0.0, k, range(0))
+            for rng, pairs in self._bigrams(k)[1]:
+                if len(pairs) < OMISSION_PAIRS:
+                    continue
+                theirs = statistics.mean(len(pairs & o) / len(pairs) for o in others)
+                gap = theirs - len(pairs & mine) / len(pairs)
+                if gap > best[0]:
+                    best = (gap, k, rng)
+            gaps.append(best)
+        gaps.sort(key=lambda g: -g[0])
+        value = gaps[len(gaps) // 2][0]  # the median peer's gap (the upper one for an even count)
+        if value <= 0:
+            return SignalValue(value=0.0)
+        gap, k, rng = gaps[0]
+        peer = self.views[k]
+        a, b = peer.span_of(rng)
+        at = self._gap_for(i, k, rng)
+        n = len(peers)
+        backed = sum(1 for g in gaps if g[0] >= value)
+        summary = (
+            f"omission: {backed}/{n} peers have a sentence the others word alike and the candidate lacks, e.g. "
+            f"\u201c{_clip(peer.text[a:b])}\u201d"
+        )
+        return SignalValue(value=round(min(1.0, value), 4), detail={"summary": summary, "spans": [[at, at]]})
+
+    def _gap_for(self, i: int, k: int, rng: range) -> int:
+        """Where peer ``k``'s sentence ``rng`` would sit in the candidate: after the candidate's sentence that shares
+        most with the peer's sentence before it."""
+        view, peer = self.views[i], self.views[k]
+        words = [
+            {s for t, s in zip(r, (peer.stems[t] for t in r), strict=True) if peer.content[t]} for r in peer.sentences
+        ]
+        before = [w for r, w in zip(peer.sentences, words, strict=True) if r.stop <= rng.start]
+        mine = [{view.stems[t] for t in r if view.content[t]} for r in view.sentences]
+        for last in reversed(before):  # the nearest sentence before it that the candidate has a word of
+            scores = [len(last & m) / len(last | m) for m in mine]  # Jaccard: "What four?" is not the opening
+            if scores and max(scores):
+                return view.after(view.sentences[int(np.argmax(scores))])
+        return 0
+
     def _pali_display(self, stem: str) -> str:
         return self.src.display.get(stem, stem + "-")
 
@@ -615,6 +679,7 @@ class PassageCoverage:
         return view.after(view.clauses[before[-1]]) if before else 0
 
 
+OMISSION_PAIRS = 3  # a peer sentence with fewer pairs of content words says too little to miss
 TERM_COUNT = 500  # a Pali stem seen this often in the aligned corpus is a frequent term
 CONTEXT_AGREE = 0.15  # at most this share of peers may have the candidate's word in the slot
 CONTEXT_VOTES = 0.4  # the peers' word in the slot: at least this share of them

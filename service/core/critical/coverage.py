@@ -18,6 +18,7 @@ Each finding carries character offsets in the candidate and reviewer wording.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import statistics
@@ -519,7 +520,7 @@ class PassageCoverage:
             per = []
             for rng in view.sentences:
                 words = [view.stems[t] for t in rng if view.content[t]]
-                per.append((rng, set(zip(words, words[1:], strict=False))))
+                per.append((rng, set(itertools.pairwise(words))))
             cached = self._pairs[k] = (set().union(*(p for _, p in per)) if per else set(), per)
         return cached
 
@@ -726,7 +727,7 @@ class _Contexts:
             self.negated[shape] = {k for _, k in self.negated_at[shape]}
 
     def _near(self, t: int) -> str:
-        """The word at ``t`` as a negator's context: any word of the text (negations cross commas: "not, friend, so")."""
+        """The word at ``t`` as a negator's context: any word of the text (negations cross commas)."""
         return self.stems[t] if 0 <= t < len(self.stems) else ""
 
     def _at(self, t: int, of: int) -> str:

@@ -568,6 +568,8 @@ class PassageCoverage:
         before = [w for r, w in zip(peer.sentences, words, strict=True) if r.stop <= rng.start]
         mine = [{view.stems[t] for t in r if view.content[t]} for r in view.sentences]
         for last in reversed(before):  # the nearest sentence before it that the candidate has a word of
+            if not last:
+                continue
             scores = [len(last & m) / len(last | m) for m in mine]  # Jaccard: "What four?" is not the opening
             if scores and max(scores):
                 return view.after(view.sentences[int(np.argmax(scores))])

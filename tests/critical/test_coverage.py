@@ -200,3 +200,13 @@ def test_negation_in_the_peers_words(checker: CriticalChecker, cand: str, droppe
         assert cand[:a].endswith("that is")
     rep = checker.check(SRC, cand, PEERS)
     assert any(f.rule == "critical.negation" for f in rep.flags)
+
+
+def test_a_gap_after_a_sentence_without_content_words_is_still_placed(checker: CriticalChecker) -> None:
+    # the peers' sentence before the dropped one says nothing ("So."): the gap goes after the one before that
+    peers = [p.replace("four?", "four? So.") for p in PEERS]
+    cand = peers[0].replace(" The noble truth of suffering, the noble truth of the origin of suffering.", "")
+    s = checker.check(SRC, cand, peers[1:]).signals["omission_context"]
+    assert isinstance(s, SignalValue) and s.value >= 0.5
+    ((a, b),) = s.detail["spans"]  # type: ignore[misc]
+    assert a == b and cand[:a].endswith("What four?")

@@ -24,6 +24,7 @@ import re
 import statistics
 from collections import Counter
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 
@@ -196,6 +197,8 @@ class PassageCoverage:
         self._neg: np.ndarray | None = None  # negators per source clause of every text, computed on first use
         self._local: dict[int, Counter[tuple[str, int]]] = {}
         self._ctx: dict[int, _Contexts] = {}
+        self._stems_of: dict[str, list[str]] = {}
+        self._covers: dict[int, np.ndarray] = {}
         self._pairs: dict[int, tuple[set[tuple[str, str]], list[tuple[range, set[tuple[str, str]]]]]] = {}
 
     def signals(self, i: int) -> dict[str, SignalResult]:
@@ -376,9 +379,12 @@ class PassageCoverage:
         return ctx
 
     def _source_stems(self, e: str) -> list[str]:
-        """The source's stems that English ``e`` renders by any lexicon link (either direction)."""
-        out = [s for s in self.src.stem_set if e in self.lex.render.get(s, ())]
-        out += [s for s in self.lex.source_of.get(e, ()) if s not in out and self.src.has(s)]
+        """The source's stems that English ``e`` renders by any lexicon link (either direction), per passage once."""
+        out = self._stems_of.get(e)
+        if out is None:
+            out = [s for s in self.src.stem_set if e in self.lex.render.get(s, ())]
+            out += [s for s in self.lex.source_of.get(e, ()) if s not in out and self.src.has(s)]
+            self._stems_of[e] = out
         return out
 
     def _linked(self, w: str, s: str) -> bool:
@@ -524,23 +530,34 @@ class PassageCoverage:
             cached = self._pairs[k] = (set().union(*(p for _, p in per)) if per else set(), per)
         return cached
 
+    def _cover(self, k: int) -> np.ndarray:
+        """Per sentence of text ``k`` (rows), the share of its content-word pairs each text has (columns)."""
+        cached = self._covers.get(k)
+        if cached is None:
+            alls = [self._bigrams(j)[0] for j in range(len(self.views))]
+            rows = [[len(p & a) / len(p) if p else 0.0 for a in alls] for _, p in self._bigrams(k)[1]]
+            cached = self._covers[k] = np.array(rows, dtype=float).reshape(len(rows), len(alls))
+        return cached
+
+    def _telling_sentences(self, k: int) -> np.ndarray:
+        return np.array([len(p) >= OMISSION_PAIRS for _, p in self._bigrams(k)[1]], dtype=bool)
+
     def _omission_context(self, i: int, peers: list[int]) -> SignalValue:
         """A sentence of the peers' that the other peers word alike and the candidate does not: per peer, its
         sentence whose pairs of consecutive content words the other peers have most and the candidate least; the
         median over the peers (a dropped sentence leaves such a gap against every peer, a paraphrase against few)."""
-        mine = self._bigrams(i)[0]
-        alls = {k: self._bigrams(k)[0] for k in peers}
+        n_all = len(self.views)
         gaps: list[tuple[float, int, range]] = []
         for k in peers:
-            others = [alls[j] for j in peers if j != k]
+            cover = self._cover(k)  # sentences of k x texts
             best = (0.0, k, range(0))
-            for rng, pairs in self._bigrams(k)[1]:
-                if len(pairs) < OMISSION_PAIRS:
-                    continue
-                theirs = statistics.mean(len(pairs & o) / len(pairs) for o in others)
-                gap = theirs - len(pairs & mine) / len(pairs)
-                if gap > best[0]:
-                    best = (gap, k, rng)
+            if cover.shape[0]:
+                # the mean over the texts other than the candidate and k, less the candidate's own share
+                theirs = (cover.sum(axis=1) - cover[:, i] - cover[:, k]) / (n_all - 2)
+                gap = np.where(self._telling_sentences(k), theirs - cover[:, i], 0.0)
+                j = int(np.argmax(gap))
+                if gap[j] > 0:
+                    best = (float(gap[j]), k, self._bigrams(k)[1][j][0])
             gaps.append(best)
         gaps.sort(key=lambda g: -g[0])
         value = gaps[len(gaps) // 2][0]  # the median peer's gap (the upper one for an even count)
@@ -691,6 +708,7 @@ NEG_SHAPES = ((2, 2), (1, 2), (2, 1))  # words before and after a negator that m
 SHORT_CONTEXT = 0.8  # three words of context are less telling than four
 
 
+@lru_cache(maxsize=1 << 16)
 def _telling(key: tuple[str, ...]) -> bool:
     """A context that says something: at least one content word (not "of the", "it is")."""
     return any(x and content_word(x) and x not in EN_NEGATORS for x in key)

@@ -104,10 +104,12 @@ class ExportController(Controller):
         self,
         store: Store,
         tenant: str,
-        since: float = Parameter(default=0.0, ge=0, description="epoch seconds, inclusive"),
-        until: float | None = Parameter(default=None, ge=0, description="epoch seconds, exclusive (default: now)"),
+        since: float = Parameter(default=0.0, description="epoch seconds, inclusive"),
+        until: float | None = Parameter(default=None, description="epoch seconds, exclusive (default: now)"),
     ) -> Stream:
         end = time.time() + 1.0 if until is None else until
+        if since < 0 or end < 0:
+            raise InputError("since and until are epoch seconds: not negative")
         if end < since:
             raise InputError(f"until ({end}) is before since ({since})")
 

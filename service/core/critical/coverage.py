@@ -554,16 +554,16 @@ class PassageCoverage:
             if cover.shape[0]:
                 # the mean over the texts other than the candidate and k, less the candidate's own share
                 theirs = (cover.sum(axis=1) - cover[:, i] - cover[:, k]) / (n_all - 2)
-                gap = np.where(self._telling_sentences(k), theirs - cover[:, i], 0.0)
-                j = int(np.argmax(gap))
-                if gap[j] > 0:
-                    best = (float(gap[j]), k, self._bigrams(k)[1][j][0])
+                gaps_k = np.where(self._telling_sentences(k), theirs - cover[:, i], 0.0)
+                j = int(np.argmax(gaps_k))
+                if gaps_k[j] > 0:
+                    best = (float(gaps_k[j]), k, self._bigrams(k)[1][j][0])
             gaps.append(best)
         gaps.sort(key=lambda g: -g[0])
         value = gaps[len(gaps) // 2][0]  # the median peer's gap (the upper one for an even count)
         if value <= 0:
             return SignalValue(value=0.0)
-        gap, k, rng = gaps[0]
+        _, k, rng = gaps[0]
         peer = self.views[k]
         a, b = peer.span_of(rng)
         at = self._gap_for(i, k, rng)
@@ -587,9 +587,10 @@ class PassageCoverage:
         for last in reversed(before):  # the nearest sentence before it that the candidate has a word of
             if not last:
                 continue
-            scores = [len(last & m) / len(last | m) for m in mine]  # Jaccard: "What four?" is not the opening
-            if scores and max(scores):
-                return view.after(view.sentences[int(np.argmax(scores))])
+            # Jaccard: "What four?" is not the opening sentence that also says four
+            sim = np.array([len(last & m) / len(last | m) for m in mine], dtype=float)
+            if sim.size and sim.max() > 0:
+                return view.after(view.sentences[int(np.argmax(sim))])
         return 0
 
     def _pali_display(self, stem: str) -> str:

@@ -476,8 +476,9 @@ class PassageCoverage:
         best: tuple[float, int, bool, int, tuple[int, int]] | None = None  # (score, token, dropped, votes, shape)
         for shape in NEG_SHAPES:
             weight = 1.0 if sum(shape) == 4 else SHORT_CONTEXT
+            left = shape[0]
             for t, key in ctx.negated_at[shape]:  # the candidate's negators: do the peers say it un-negated?
-                if not _telling(key):
+                if not _telling(key) or ctx.negated_before(t):
                     continue
                 plain = sum(1 for c in theirs if key in c.plain[shape] and key not in c.negated[shape])
                 neg = sum(1 for c in theirs if key in c.negated[shape])
@@ -485,7 +486,7 @@ class PassageCoverage:
                 if best is None or score > best[0]:
                     best = (score, t, False, plain, shape)
             for t, key in ctx.plain_at[shape]:  # the candidate's plain wording: do the peers negate it?
-                if not _telling(key) or key in ctx.negated[shape]:
+                if not _telling(key) or key in ctx.negated[shape] or ctx.negated_before(t + left):
                     continue
                 neg = sum(1 for c in theirs if key in c.negated[shape] and key not in c.plain[shape])
                 if not neg:
@@ -494,7 +495,8 @@ class PassageCoverage:
                 score = weight * (neg - plain) / n
                 if best is None or score > best[0]:
                     best = (score, t, True, neg, shape)
-        if best is None or best[0] <= 0:
+        # one peer's wording is not a consensus (with three peers it alone would read 0.33)
+        if best is None or best[0] <= 0 or best[3] < NEG_MIN_VOTES:
             return SignalValue(value=0.0)
         score, t, dropped, v, (left, right) = best
         last = len(view.spans) - 1
@@ -706,6 +708,7 @@ CONTEXT_AGREE = 0.15  # at most this share of peers may have the candidate's wor
 CONTEXT_VOTES = 0.4  # the peers' word in the slot: at least this share of them
 _NEGATORS_IN_CONTEXT = frozenset({"not", "no", "never"})
 NEG_SHAPES = ((2, 2), (1, 2), (2, 1))  # words before and after a negator that make its context
+NEG_MIN_VOTES = 2  # peers that must say it the other way
 SHORT_CONTEXT = 0.8  # three words of context are less telling than four
 
 
@@ -746,6 +749,11 @@ class _Contexts:
             ]
             self.plain[shape] = {k for _, k in self.plain_at[shape]}
             self.negated[shape] = {k for _, k in self.negated_at[shape]}
+
+    def negated_before(self, t: int) -> bool:
+        """A negator among the four words before ``t``: "not understood and (not) penetrated" says the same with the
+        second negator or without it (one negator governs the coordination)."""
+        return any(self._near(u) in _NEGATORS_IN_CONTEXT for u in range(t - 4, t))
 
     def _near(self, t: int) -> str:
         """The word at ``t`` as a negator's context: any word of the text (negations cross commas)."""

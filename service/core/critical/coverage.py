@@ -476,8 +476,9 @@ class PassageCoverage:
         best: tuple[float, int, bool, int, tuple[int, int]] | None = None  # (score, token, dropped, votes, shape)
         for shape in NEG_SHAPES:
             weight = 1.0 if sum(shape) == 4 else SHORT_CONTEXT
+            left = shape[0]
             for t, key in ctx.negated_at[shape]:  # the candidate's negators: do the peers say it un-negated?
-                if not _telling(key):
+                if not _telling(key) or ctx.negated_before(t):
                     continue
                 plain = sum(1 for c in theirs if key in c.plain[shape] and key not in c.negated[shape])
                 neg = sum(1 for c in theirs if key in c.negated[shape])
@@ -485,7 +486,7 @@ class PassageCoverage:
                 if best is None or score > best[0]:
                     best = (score, t, False, plain, shape)
             for t, key in ctx.plain_at[shape]:  # the candidate's plain wording: do the peers negate it?
-                if not _telling(key) or key in ctx.negated[shape]:
+                if not _telling(key) or key in ctx.negated[shape] or ctx.negated_before(t + left):
                     continue
                 neg = sum(1 for c in theirs if key in c.negated[shape] and key not in c.plain[shape])
                 if not neg:
@@ -494,7 +495,8 @@ class PassageCoverage:
                 score = weight * (neg - plain) / n
                 if best is None or score > best[0]:
                     best = (score, t, True, neg, shape)
-        if best is None or best[0] <= 0:
+        # one peer's wording is not a consensus (with three peers it alone would read 0.33)
+        if best is None or best[0] <= 0 or best[3] < NEG_MIN_VOTES:
             return SignalValue(value=0.0)
         score, t, dropped, v, (left, right) = best
         last = len(view.spans) - 1
@@ -554,16 +556,16 @@ class PassageCoverage:
             if cover.shape[0]:
                 # the mean over the texts other than the candidate and k, less the candidate's own share
                 theirs = (cover.sum(axis=1) - cover[:, i] - cover[:, k]) / (n_all - 2)
-                gap = np.where(self._telling_sentences(k), theirs - cover[:, i], 0.0)
-                j = int(np.argmax(gap))
-                if gap[j] > 0:
-                    best = (float(gap[j]), k, self._bigrams(k)[1][j][0])
+                gaps_k = np.where(self._telling_sentences(k), theirs - cover[:, i], 0.0)
+                j = int(np.argmax(gaps_k))
+                if gaps_k[j] > 0:
+                    best = (float(gaps_k[j]), k, self._bigrams(k)[1][j][0])
             gaps.append(best)
         gaps.sort(key=lambda g: -g[0])
         value = gaps[len(gaps) // 2][0]  # the median peer's gap (the upper one for an even count)
         if value <= 0:
             return SignalValue(value=0.0)
-        gap, k, rng = gaps[0]
+        _, k, rng = gaps[0]
         peer = self.views[k]
         a, b = peer.span_of(rng)
         at = self._gap_for(i, k, rng)
@@ -587,9 +589,10 @@ class PassageCoverage:
         for last in reversed(before):  # the nearest sentence before it that the candidate has a word of
             if not last:
                 continue
-            scores = [len(last & m) / len(last | m) for m in mine]  # Jaccard: "What four?" is not the opening
-            if scores and max(scores):
-                return view.after(view.sentences[int(np.argmax(scores))])
+            # Jaccard: "What four?" is not the opening sentence that also says four
+            sim = np.array([len(last & m) / len(last | m) for m in mine], dtype=float)
+            if sim.size and sim.max() > 0:
+                return view.after(view.sentences[int(np.argmax(sim))])
         return 0
 
     def _pali_display(self, stem: str) -> str:
@@ -705,6 +708,7 @@ CONTEXT_AGREE = 0.15  # at most this share of peers may have the candidate's wor
 CONTEXT_VOTES = 0.4  # the peers' word in the slot: at least this share of them
 _NEGATORS_IN_CONTEXT = frozenset({"not", "no", "never"})
 NEG_SHAPES = ((2, 2), (1, 2), (2, 1))  # words before and after a negator that make its context
+NEG_MIN_VOTES = 2  # peers that must say it the other way
 SHORT_CONTEXT = 0.8  # three words of context are less telling than four
 
 
@@ -745,6 +749,11 @@ class _Contexts:
             ]
             self.plain[shape] = {k for _, k in self.plain_at[shape]}
             self.negated[shape] = {k for _, k in self.negated_at[shape]}
+
+    def negated_before(self, t: int) -> bool:
+        """A negator among the four words before ``t``: "not understood and (not) penetrated" says the same with the
+        second negator or without it (one negator governs the coordination)."""
+        return any(self._near(u) in _NEGATORS_IN_CONTEXT for u in range(t - 4, t))
 
     def _near(self, t: int) -> str:
         """The word at ``t`` as a negator's context: any word of the text (negations cross commas)."""

@@ -185,12 +185,6 @@ def main() -> None:
     )
     ap.add_argument("--model", default=get_settings().risk.model)
     ap.add_argument("--limit", type=int, default=0, help="first N challenge items only")
-    ap.add_argument(
-        "--passages",
-        type=int,
-        default=0,
-        help="a subsample for iteration: N evenly spaced dev passages (and their items)",
-    )
     ap.add_argument("--dump", type=Path, help="write every candidate's signals here (JSONL) for offline fitting")
     ap.add_argument("--alone", action="store_true", help="also score every injected candidate without peers")
     ap.add_argument("--no-lexicon", action="store_true", help="the critical checks without the translation lexicon")
@@ -208,10 +202,6 @@ def main() -> None:
     if args.limit:
         items = items[: args.limit]
     sources, models = load_dev()
-    if args.passages:
-        keep = sorted(sources)[:: max(1, len(sources) // args.passages)][: args.passages]
-        sources = {pid: sources[pid] for pid in keep}
-        items = [it for it in items if it["passage_id"] in sources]
     names = sorted(models)
     assess = Assessor(args.model, lexicon=not args.no_lexicon)
     t0 = time.perf_counter()

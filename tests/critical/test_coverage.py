@@ -84,8 +84,7 @@ def test_em_learns_which_word_translates_which() -> None:
 
 def test_untouched_candidate_is_quiet(checker: CriticalChecker) -> None:
     rep = checker.check(SRC, GOOD, PEERS[1:])
-    names = ("source_omission", "unlicensed_content", "term_substitution", "negation_source", "term_context")
-    for name in (*names, "negation_context", "omission_context"):
+    for name in ("source_omission", "unlicensed_content", "term_substitution", "negation_source"):
         s = rep.signals[name]
         assert isinstance(s, SignalValue) and s.value < 0.2, (name, s)
 
@@ -108,15 +107,6 @@ def test_dropped_sentence_is_an_omission_located_where_it_was(checker: CriticalC
     assert s.value >= 0.1 > _sig(checker, GOOD, "source_omission").value
     ((a, b),) = s.detail["spans"]  # type: ignore[misc]
     assert a == b and cand[:a].endswith("origin of suffering.")
-    # a sentence the other peers word alike (pairs of content words: noble truth, truth of suffering ...), missing
-    # against every peer; a sentence of two content-word pairs ("form impermanent mine") says too little
-    assert _sig(checker, cand, "omission_context").value < 0.3
-    cand = GOOD.replace(" The noble truth of suffering, the noble truth of the origin of suffering.", "")
-    s = _sig(checker, cand, "omission_context")
-    assert s.value >= 0.5 > _sig(checker, GOOD, "omission_context").value + 0.3
-    ((a, b),) = s.detail["spans"]  # type: ignore[misc]
-    assert a == b and cand[:a].endswith("What four?")
-    assert "noble truth" in str(s.detail["summary"]) and "3/4 peers" in str(s.detail["summary"])  # one words it apart
 
 
 def test_added_sentence_is_unlicensed_and_spanned(checker: CriticalChecker) -> None:
@@ -166,47 +156,3 @@ def test_a_word_the_source_licenses_elsewhere_is_weaker_evidence(checker: Critic
     assert isinstance(foreign, SignalValue) and isinstance(licensed, SignalValue)
     assert foreign.value >= 0.8 and 0 < licensed.value <= 0.5 * foreign.value + 1e-9
     assert "in the source too" in str(licensed.detail["summary"])
-
-
-def test_a_term_in_the_peers_slot_is_seen_in_context(checker: CriticalChecker) -> None:
-    # "the noble truth of craving" where every peer says "the noble truth of suffering": craving renders taṇhā,
-    # which the source does not have, and does not render dukkha
-    cand = GOOD.replace("truth of suffering", "truth of craving")
-    s = _sig(checker, cand, "term_context")
-    assert s.value >= 0.7 > _sig(checker, GOOD, "term_context").value
-    assert _spanned(cand, s) == ["craving"]
-    summary = str(s.detail["summary"])
-    assert "suffering" in summary and "“craving”" in summary and "taṇh" in summary and "not in the source" in summary
-    rep = checker.check(SRC, cand, PEERS)
-    (flag,) = [f for f in rep.flags if f.rule == "critical.substitution"]
-    assert [cand[x.start : x.end] for x in flag.spans] == ["craving"]
-    # a synonym the lexicon links to dukkha in the same slot is no substitution
-    assert _sig(checker, GOOD.replace("truth of suffering", "truth of pain"), "term_context").value == 0.0
-
-
-@pytest.mark.parametrize(
-    ("cand", "dropped", "spanned"),
-    [
-        (GOOD.replace("that is not mine", "that is mine"), True, [""]),
-        (GOOD.replace("The eye is impermanent", "The eye is not impermanent"), False, ["not"]),
-    ],
-)
-def test_negation_in_the_peers_words(checker: CriticalChecker, cand: str, dropped: bool, spanned: list[str]) -> None:
-    s = _sig(checker, cand, "negation_context")
-    assert s.value >= 0.5 > _sig(checker, GOOD, "negation_context").value
-    assert s.detail["dropped"] is dropped and _spanned(cand, s) == spanned
-    if dropped:  # the zero-width span sits where the negator was
-        ((a, _),) = s.detail["spans"]  # type: ignore[misc]
-        assert cand[:a].endswith("that is")
-    rep = checker.check(SRC, cand, PEERS)
-    assert any(f.rule == "critical.negation" for f in rep.flags)
-
-
-def test_a_gap_after_a_sentence_without_content_words_is_still_placed(checker: CriticalChecker) -> None:
-    # the peers' sentence before the dropped one says nothing ("So."): the gap goes after the one before that
-    peers = [p.replace("four?", "four? So.") for p in PEERS]
-    cand = peers[0].replace(" The noble truth of suffering, the noble truth of the origin of suffering.", "")
-    s = checker.check(SRC, cand, peers[1:]).signals["omission_context"]
-    assert isinstance(s, SignalValue) and s.value >= 0.5
-    ((a, b),) = s.detail["spans"]  # type: ignore[misc]
-    assert a == b and cand[:a].endswith("What four?")

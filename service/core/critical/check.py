@@ -198,36 +198,6 @@ CHECKS += (
         threshold_alone=OFF,
         needs_peers=True,
     ),
-    # The same two words around a word (before or after) in the peers, with a rendering of a source stem there that
-    # the candidate's word does not render; and four words the peers say with (or without) a negator in between.
-    # Thresholds from 250 untouched dev passages: term_context fires on 0.8% of untouched candidates at 0.7,
-    # negation_context on 0.4% at 0.2 (58% of added and 28% of removed negations there).
-    CheckSpec(
-        name="term_context",
-        rule="critical.substitution",
-        severity="major",
-        threshold=0.7,
-        threshold_alone=OFF,
-        needs_peers=True,
-    ),
-    CheckSpec(
-        name="negation_context",
-        rule="critical.negation",
-        severity="major",
-        threshold=0.2,
-        threshold_alone=OFF,
-        needs_peers=True,
-    ),
-    # A sentence the peers word alike that the candidate lacks: a score term (at 1% of untouched it sees 5-15% of
-    # dropped sentences, too few for a flag).
-    CheckSpec(
-        name="omission_context",
-        rule="critical.omission",
-        severity="major",
-        threshold=OFF,
-        threshold_alone=OFF,
-        needs_peers=True,
-    ),
 )
 SIGNALS = tuple(c.name for c in CHECKS)
 PEER_ONLY = tuple(c.name for c in CHECKS if c.needs_peers)

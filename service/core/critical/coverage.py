@@ -18,13 +18,10 @@ Each finding carries character offsets in the candidate and reviewer wording.
 
 from __future__ import annotations
 
-import itertools
-import math
 import re
 import statistics
 from collections import Counter
 from collections.abc import Sequence
-from functools import lru_cache
 
 import numpy as np
 
@@ -34,15 +31,7 @@ from service.core.types import SignalResult, SignalSkipped, SignalValue
 
 __all__ = ["COVERAGE_SIGNALS", "PassageCoverage", "SourceView", "TextView"]
 
-COVERAGE_SIGNALS = (
-    "source_omission",
-    "unlicensed_content",
-    "term_substitution",
-    "negation_source",
-    "term_context",
-    "negation_context",
-    "omission_context",
-)
+COVERAGE_SIGNALS = ("source_omission", "unlicensed_content", "term_substitution", "negation_source")
 NEEDS_PEERS = "needs at least two peer translations of the same passage"
 
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
@@ -196,10 +185,6 @@ class PassageCoverage:
         self._align = [self._clause_alignment(v) for v in self.views]
         self._neg: np.ndarray | None = None  # negators per source clause of every text, computed on first use
         self._local: dict[int, Counter[tuple[str, int]]] = {}
-        self._ctx: dict[int, _Contexts] = {}
-        self._stems_of: dict[str, list[str]] = {}
-        self._covers: dict[int, np.ndarray] = {}
-        self._pairs: dict[int, tuple[set[tuple[str, str]], list[tuple[range, set[tuple[str, str]]]]]] = {}
 
     def signals(self, i: int) -> dict[str, SignalResult]:
         n = len(self.views) - 1
@@ -214,9 +199,6 @@ class PassageCoverage:
             "unlicensed_content": self._addition(i, peers),
             "term_substitution": self._substitution(i, peers),
             "negation_source": self._negation(i, peers),
-            "term_context": self._term_context(i, peers),
-            "negation_context": self._negation_context(i, peers),
-            "omission_context": self._omission_context(i, peers),
         }
 
     # ------------------------------------------------------------------------------------------------ omission
@@ -371,230 +353,6 @@ class PassageCoverage:
         )
         return SignalValue(value=round(best, 4), detail={"summary": summary, "spans": places})
 
-    # ------------------------------------------------------------------------------------------------ in context
-    def _contexts(self, k: int) -> _Contexts:
-        ctx = self._ctx.get(k)
-        if ctx is None:
-            ctx = self._ctx[k] = _Contexts(self.views[k])
-        return ctx
-
-    def _source_stems(self, e: str) -> list[str]:
-        """The source's stems that English ``e`` renders by any lexicon link (either direction), per passage once."""
-        out = self._stems_of.get(e)
-        if out is None:
-            out = [s for s in self.src.stem_set if e in self.lex.render.get(s, ())]
-            out += [s for s in self.lex.source_of.get(e, ()) if s not in out and self.src.has(s)]
-            self._stems_of[e] = out
-        return out
-
-    def _linked(self, w: str, s: str) -> bool:
-        """Whether English ``w`` renders Pali stem ``s`` at all (any lexicon link, either direction, stems compared
-        by their first letters): then ``w`` in a peer's ``s`` slot is a synonym, not a substitution."""
-        if w in self.lex.render.get(s, ()):
-            return True
-        return any(o == s or o[:_PREFIX] == s[:_PREFIX] for o in self.lex.source_of.get(w, ()))
-
-    def _foreign(self, i: int, w: str, p: str, peers: list[int]) -> float:
-        """How much the word ``w`` in a slot where the peers say ``p`` looks like another term: a strong rendering of
-        a Pali stem absent from the source most, of one the source has less, a word the lexicon barely knows least;
-        less again when the candidate says ``p`` as often as the peers do elsewhere."""
-        origin = self.lex.best_source(w)
-        if origin is None:
-            return 0.2
-        # a term is a word tied to one frequent Pali stem (craving: taṇhā); a paraphrase is loosely tied to rare ones
-        tie = min(1.0, origin[1] / 0.4) * min(1.0, math.log1p(self.lex.count.get(origin[0], 0)) / math.log(TERM_COUNT))
-        strength = max(0.2, tie) * (0.6 if self.src.has(origin[0]) else 1.0)
-        mine = self.views[i].counts.get(p, 0)
-        if mine >= statistics.median(self.views[k].counts.get(p, 0) for k in peers):
-            strength *= 0.6
-        return strength
-
-    def _term_context(self, i: int, peers: list[int]) -> SignalValue:
-        """A word standing where most peers, in the same wording around it (two words before or two after), have a
-        rendering of a source stem that this word does not render, and no (or hardly any) peer has the word there:
-        "the noble truth of happiness" where the source says dukkha and the peers "the noble truth of suffering"."""
-        n = len(peers)
-        view, ctx = self.views[i], self._contexts(i)
-        theirs = [self._contexts(k) for k in peers]
-        found: list[tuple[float, int, str, str, int]] = []  # (score, token, peer word, source stem, votes)
-        for t, w in enumerate(view.stems):
-            if not view.content[t]:
-                continue
-            left, right = ctx.left_key(t), ctx.right_key(t)
-            use_left, use_right = _telling(left), _telling(right)
-            if not (use_left or use_right):
-                continue
-            agree, votes = 0, Counter[str]()
-            for c in theirs:
-                slot = (c.left.get(left, set()) if use_left else set()) | (
-                    c.right.get(right, set()) if use_right else set()
-                )
-                if w in slot:
-                    agree += 1
-                elif slot:
-                    votes.update(slot)
-            if agree > CONTEXT_AGREE * n:
-                continue
-            here = None  # the best-backed peer word in this slot
-            for p, v in votes.most_common(3):
-                if v < CONTEXT_VOTES * n:
-                    break
-                stems = self._source_stems(p)
-                if not content_word(p) or not stems or any(self._linked(w, s) for s in stems):
-                    continue
-                score = (v - agree) / n * self._foreign(i, w, p, peers)
-                if here is None or score > here[0]:
-                    here = (score, t, p, stems[0], v)
-            if here is not None:
-                found.append(here)
-        if not found:
-            return SignalValue(value=0.0)
-        found.sort(key=lambda f: (-f[0], f[1]))
-        score, t, p, s, v = found[0]
-        # two places outrank one, a little
-        value = min(1.0, score + 0.05 * sum(f[0] for f in found[1:4]))
-        w = view.stems[t]
-        a, b = view.spans[t]
-        origin = self.lex.best_source(w)
-        said = f"\u201c{view.text[a:b]}\u201d"
-        if origin is not None and not self.src.has(origin[0]):
-            said += f", a rendering of {self._pali_display(origin[0])}, which is not in the source"
-        summary = (
-            f"term: where {v}/{n} peers say {p} (the source's {self.src.display.get(s, s)}) in the same words around "
-            f"it, the candidate has {said}"
-        )
-        spans = sorted({tuple(view.spans[f[1]]) for f in found if f[0] >= score / 2})
-        return SignalValue(value=round(value, 4), detail={"summary": summary, "spans": [list(x) for x in spans]})
-
-    def _negation_context(self, i: int, peers: list[int]) -> SignalValue:
-        """A negator the candidate has where most peers say the same words around it without one (added), or words
-        of the candidate that most peers say with a negator in the middle (removed): two words either side, or two
-        on one side and one on the other (a little less telling)."""
-        n = len(peers)
-        view, ctx = self.views[i], self._contexts(i)
-        theirs = [self._contexts(k) for k in peers]
-        best: tuple[float, int, bool, int, tuple[int, int]] | None = None  # (score, token, dropped, votes, shape)
-        for shape in NEG_SHAPES:
-            weight = 1.0 if sum(shape) == 4 else SHORT_CONTEXT
-            left = shape[0]
-            for t, key in ctx.negated_at[shape]:  # the candidate's negators: do the peers say it un-negated?
-                if not _telling(key) or ctx.negated_before(t):
-                    continue
-                plain = sum(1 for c in theirs if key in c.plain[shape] and key not in c.negated[shape])
-                neg = sum(1 for c in theirs if key in c.negated[shape])
-                score = weight * (plain - neg) / n
-                if best is None or score > best[0]:
-                    best = (score, t, False, plain, shape)
-            for t, key in ctx.plain_at[shape]:  # the candidate's plain wording: do the peers negate it?
-                if not _telling(key) or key in ctx.negated[shape] or ctx.negated_before(t + left):
-                    continue
-                neg = sum(1 for c in theirs if key in c.negated[shape] and key not in c.plain[shape])
-                if not neg:
-                    continue
-                plain = sum(1 for c in theirs if key in c.plain[shape])
-                score = weight * (neg - plain) / n
-                if best is None or score > best[0]:
-                    best = (score, t, True, neg, shape)
-        # one peer's wording is not a consensus (with three peers it alone would read 0.33)
-        if best is None or best[0] <= 0 or best[3] < NEG_MIN_VOTES:
-            return SignalValue(value=0.0)
-        score, t, dropped, v, (left, right) = best
-        last = len(view.spans) - 1
-        if dropped:  # where the negator would be: after the words before it
-            at = view.spans[t + left - 1][1]
-            a, b = view.spans[t][0], view.spans[min(t + left + right - 1, last)][1]
-            summary = (
-                f"negation: {v}/{n} peers negate \u201c{_clip(view.text[a:b])}\u201d in the same words; the "
-                "candidate does not"
-            )
-            spans = [[at, at]]
-        else:
-            a, b = view.spans[t]
-            lo, hi = view.spans[max(0, t - left)][0], view.spans[min(t + right, last)][1]
-            summary = (
-                f"negation: the candidate negates \u201c{_clip(view.text[lo:hi])}\u201d where {v}/{n} peers say the "
-                "same words without a negator"
-            )
-            spans = [[a, b]]
-        return SignalValue(
-            value=round(min(1.0, score), 4), detail={"summary": summary, "spans": spans, "dropped": dropped}
-        )
-
-    def _bigrams(self, k: int) -> tuple[set[tuple[str, str]], list[tuple[range, set[tuple[str, str]]]]]:
-        """Text ``k``'s pairs of consecutive content words, all of them and per sentence."""
-        cached = self._pairs.get(k)
-        if cached is None:
-            view = self.views[k]
-            per = []
-            for rng in view.sentences:
-                words = [view.stems[t] for t in rng if view.content[t]]
-                per.append((rng, set(itertools.pairwise(words))))
-            cached = self._pairs[k] = (set().union(*(p for _, p in per)) if per else set(), per)
-        return cached
-
-    def _cover(self, k: int) -> np.ndarray:
-        """Per sentence of text ``k`` (rows), the share of its content-word pairs each text has (columns)."""
-        cached = self._covers.get(k)
-        if cached is None:
-            alls = [self._bigrams(j)[0] for j in range(len(self.views))]
-            rows = [[len(p & a) / len(p) if p else 0.0 for a in alls] for _, p in self._bigrams(k)[1]]
-            cached = self._covers[k] = np.array(rows, dtype=float).reshape(len(rows), len(alls))
-        return cached
-
-    def _telling_sentences(self, k: int) -> np.ndarray:
-        return np.array([len(p) >= OMISSION_PAIRS for _, p in self._bigrams(k)[1]], dtype=bool)
-
-    def _omission_context(self, i: int, peers: list[int]) -> SignalValue:
-        """A sentence of the peers' that the other peers word alike and the candidate does not: per peer, its
-        sentence whose pairs of consecutive content words the other peers have most and the candidate least; the
-        median over the peers (a dropped sentence leaves such a gap against every peer, a paraphrase against few)."""
-        n_all = len(self.views)
-        gaps: list[tuple[float, int, range]] = []
-        for k in peers:
-            cover = self._cover(k)  # sentences of k x texts
-            best = (0.0, k, range(0))
-            if cover.shape[0]:
-                # the mean over the texts other than the candidate and k, less the candidate's own share
-                theirs = (cover.sum(axis=1) - cover[:, i] - cover[:, k]) / (n_all - 2)
-                gaps_k = np.where(self._telling_sentences(k), theirs - cover[:, i], 0.0)
-                j = int(np.argmax(gaps_k))
-                if gaps_k[j] > 0:
-                    best = (float(gaps_k[j]), k, self._bigrams(k)[1][j][0])
-            gaps.append(best)
-        gaps.sort(key=lambda g: -g[0])
-        value = gaps[len(gaps) // 2][0]  # the median peer's gap (the upper one for an even count)
-        if value <= 0:
-            return SignalValue(value=0.0)
-        _, k, rng = gaps[0]
-        peer = self.views[k]
-        a, b = peer.span_of(rng)
-        at = self._gap_for(i, k, rng)
-        n = len(peers)
-        backed = sum(1 for g in gaps if g[0] >= value)
-        summary = (
-            f"omission: {backed}/{n} peers have a sentence the others word alike and the candidate lacks, e.g. "
-            f"\u201c{_clip(peer.text[a:b])}\u201d"
-        )
-        return SignalValue(value=round(min(1.0, value), 4), detail={"summary": summary, "spans": [[at, at]]})
-
-    def _gap_for(self, i: int, k: int, rng: range) -> int:
-        """Where peer ``k``'s sentence ``rng`` would sit in the candidate: after the candidate's sentence that shares
-        most with the peer's sentence before it."""
-        view, peer = self.views[i], self.views[k]
-        words = [
-            {s for t, s in zip(r, (peer.stems[t] for t in r), strict=True) if peer.content[t]} for r in peer.sentences
-        ]
-        before = [w for r, w in zip(peer.sentences, words, strict=True) if r.stop <= rng.start]
-        mine = [{view.stems[t] for t in r if view.content[t]} for r in view.sentences]
-        for last in reversed(before):  # the nearest sentence before it that the candidate has a word of
-            if not last:
-                continue
-            # Jaccard: "What four?" is not the opening sentence that also says four
-            sim = np.array([len(last & m) / len(last | m) for m in mine], dtype=float)
-            if sim.size and sim.max() > 0:
-                return view.after(view.sentences[int(np.argmax(sim))])
-        return 0
-
     def _pali_display(self, stem: str) -> str:
         return self.src.display.get(stem, stem + "-")
 
@@ -700,74 +458,6 @@ class PassageCoverage:
         view = self.views[i]
         before = [j for j, a in enumerate(self._align[i]) if a < source_clause]
         return view.after(view.clauses[before[-1]]) if before else 0
-
-
-OMISSION_PAIRS = 3  # a peer sentence with fewer pairs of content words says too little to miss
-TERM_COUNT = 500  # a Pali stem seen this often in the aligned corpus is a frequent term
-CONTEXT_AGREE = 0.15  # at most this share of peers may have the candidate's word in the slot
-CONTEXT_VOTES = 0.4  # the peers' word in the slot: at least this share of them
-_NEGATORS_IN_CONTEXT = frozenset({"not", "no", "never"})
-NEG_SHAPES = ((2, 2), (1, 2), (2, 1))  # words before and after a negator that make its context
-NEG_MIN_VOTES = 2  # peers that must say it the other way
-SHORT_CONTEXT = 0.8  # three words of context are less telling than four
-
-
-@lru_cache(maxsize=1 << 16)
-def _telling(key: tuple[str, ...]) -> bool:
-    """A context that says something: at least one content word (not "of the", "it is")."""
-    return any(x and content_word(x) and x not in EN_NEGATORS for x in key)
-
-
-class _Contexts:
-    """One text's words in context: the word between two words before (``left``) or two after (``right``); per
-    context shape (words before, words after) its windows of that many words (``plain``) and the words around each
-    of its negators (``negated``)."""
-
-    def __init__(self, view: TextView) -> None:
-        # a context stays inside its clause: the words across a full stop or comma are not "the words around it"
-        self.clause = [0] * len(view.stems)
-        for c, rng in enumerate(view.clauses):
-            for t in rng:
-                self.clause[t] = c
-        stems = self.stems = view.stems
-        self.left: dict[tuple[str, str], set[str]] = {}
-        self.right: dict[tuple[str, str], set[str]] = {}
-        for t, w in enumerate(stems):
-            self.left.setdefault(self.left_key(t), set()).add(w)
-            self.right.setdefault(self.right_key(t), set()).add(w)
-        negators = [t for t, w in enumerate(stems) if w in _NEGATORS_IN_CONTEXT]
-        self.plain_at: dict[tuple[int, int], list[tuple[int, tuple[str, ...]]]] = {}
-        self.negated_at: dict[tuple[int, int], list[tuple[int, tuple[str, ...]]]] = {}
-        self.plain: dict[tuple[int, int], set[tuple[str, ...]]] = {}
-        self.negated: dict[tuple[int, int], set[tuple[str, ...]]] = {}
-        for left, right in NEG_SHAPES:
-            size = left + right
-            shape = (left, right)
-            self.plain_at[shape] = [(t, tuple(stems[t : t + size])) for t in range(len(stems) - size + 1)]
-            self.negated_at[shape] = [
-                (t, tuple(self._near(t + d) for d in [*range(-left, 0), *range(1, right + 1)])) for t in negators
-            ]
-            self.plain[shape] = {k for _, k in self.plain_at[shape]}
-            self.negated[shape] = {k for _, k in self.negated_at[shape]}
-
-    def negated_before(self, t: int) -> bool:
-        """A negator among the four words before ``t``: "not understood and (not) penetrated" says the same with the
-        second negator or without it (one negator governs the coordination)."""
-        return any(self._near(u) in _NEGATORS_IN_CONTEXT for u in range(t - 4, t))
-
-    def _near(self, t: int) -> str:
-        """The word at ``t`` as a negator's context: any word of the text (negations cross commas)."""
-        return self.stems[t] if 0 <= t < len(self.stems) else ""
-
-    def _at(self, t: int, of: int) -> str:
-        """The word at ``t`` as context of the word at ``of``: none outside the text or ``of``'s clause."""
-        return self.stems[t] if 0 <= t < len(self.stems) and self.clause[t] == self.clause[of] else ""
-
-    def left_key(self, t: int) -> tuple[str, str]:
-        return (self._at(t - 2, t), self._at(t - 1, t))
-
-    def right_key(self, t: int) -> tuple[str, str]:
-        return (self._at(t + 1, t), self._at(t + 2, t))
 
 
 def _clip(text: str, limit: int = 120) -> str:

@@ -275,7 +275,7 @@ def cmd_migrate_redis(args: argparse.Namespace) -> int:
     settings = get_settings()
     client = redis.Redis.from_url(args.redis_url or settings.redis.url)
     try:
-        copied = migrate_redis(client, open_store(settings.durable))
+        copied = migrate_redis(client, open_store(settings.durable), tenant=args.tenant)
     finally:
         client.close()
     for kind, n in sorted(copied.items()):
@@ -374,6 +374,7 @@ def _main(argv: list[str] | None) -> int:
         help="copy the records an earlier release kept in Redis into the durable store (idempotent, resumable)",
     )
     p.add_argument("--redis-url", default=None, help="the deployment's Redis (default: REDIS_URL)")
+    p.add_argument("--tenant", default="*", help="copy one tenant's records only (default: every tenant)")
     p.set_defaults(func=cmd_migrate_redis)
 
     p = sub.add_parser("serve", help="run the API with uvicorn")

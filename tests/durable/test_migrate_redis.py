@@ -66,7 +66,7 @@ def test_migrate_redis_copies_every_record_once(
     done_id, running_id, batch_id = _old_layout(r, tenant)
     store = Store(None, retention_seconds=600, db=durable_store)
 
-    copied = migrate_redis(r, durable_store)
+    copied = migrate_redis(r, durable_store, tenant=tenant)
     assert copied["assessments"] == 2 and copied["batches"] == 1 and copied["idempotency keys"] == 1
     assert copied["pooled scores"] == 2
 
@@ -82,12 +82,14 @@ def test_migrate_redis_copies_every_record_once(
     # the imported pool marked the finished assessment pooled: a re-run tail adds nothing
     assert asyncio.run(store.record_scores(tenant, done_id, {"m@1": [1.5]})) is False
 
-    assert migrate_redis(r, durable_store) == {}  # a second run copies nothing
+    assert migrate_redis(r, durable_store, tenant=tenant) == {}  # a second run copies nothing
     assert asyncio.run(store.seen_counts(tenant, "m@1", [2.0])) == (2, [2])
 
     # the old release finished the running one after the first run: the next run fills the parts in
     r.hset(f"trisk:t:{tenant}:a:{running_id}", mapping={"final": enc(_final(2.5)), "tail": b"done"})
-    assert migrate_redis(r, durable_store) == {"assessments filled in": 1}
+    assert migrate_redis(r, durable_store, tenant=tenant) == {"assessments filled in": 1}
+    with pytest.raises(ValueError):
+        migrate_redis(r, durable_store, tenant="test-*")  # one tenant's name, never a pattern
     again = asyncio.run(store.get(tenant, running_id))
     assert again.status == "done" and again.final is not None
     assert again.final.candidates["a"].risk.score == 2.5
@@ -110,8 +112,8 @@ def test_the_cli_copies_and_reports(old_redis: tuple[redis.Redis, str], capsys: 
 
     r, tenant = old_redis
     _old_layout(r, tenant)
-    assert main(["migrate-redis", "--redis-url", TEST_REDIS_URL]) == 0
+    assert main(["migrate-redis", "--redis-url", TEST_REDIS_URL, "--tenant", tenant]) == 0
     out = capsys.readouterr().out
-    assert "assessments: " in out and "batches: " in out
-    assert main(["migrate-redis", "--redis-url", TEST_REDIS_URL]) == 0
+    assert "assessments: 2" in out and "batches: 1" in out
+    assert main(["migrate-redis", "--redis-url", TEST_REDIS_URL, "--tenant", tenant]) == 0
     assert "nothing to copy" in capsys.readouterr().out  # every record is in the store already

@@ -301,7 +301,7 @@ async def test_items_end_with_their_assessment(redis: Redis, durable_store: Dura
     assert await asyncio.to_thread(forget_items, db, tenant + "-b", [other.meta.id]) == 0
     with db.engine.begin() as con:  # ``gone`` becomes as old as its item says
         con.execute(assessments.update().where(assessments.c.id == gone.meta.id).values(created_at=old.created_at))
-    assert await purge_once(store, 600) == 1  # ``gone``, created 601 s ago: its expired item goes with it
+    assert await purge_once(store, 600) >= 1  # ``gone``, created 601 s ago, and its expired item (the store is shared)
     with db.engine.connect() as con:
         assert con.execute(sa.select(review_items.c.id).where(review_items.c.tenant.like(tenant + "%"))).all() == []
 

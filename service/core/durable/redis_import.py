@@ -84,10 +84,13 @@ def _count(copied: Counter[str], kind: str, outcome: str) -> None:
         copied[kind if outcome == "new" else f"{kind} filled in"] += 1
 
 
-def migrate_redis(redis: Any, db: DurableStore, *, count: int = 500) -> Counter[str]:
-    """Copy everything (``redis``: a synchronous client); what was copied, by kind. Safe to run again."""
+def migrate_redis(redis: Any, db: DurableStore, *, tenant: str = "*", count: int = 500) -> Counter[str]:
+    """Copy everything of ``tenant`` (``*``: every tenant; ``redis``: a synchronous client); what was copied, by
+    kind. Safe to run again."""
+    if tenant != "*" and any(ch in tenant for ch in "*?[]\\"):
+        raise ValueError(f"a tenant name, not a pattern: {tenant!r}")
     copied: Counter[str] = Counter()
-    for key in redis.scan_iter(match="trisk:t:*:a:*", count=count):
+    for key in redis.scan_iter(match=f"trisk:t:{tenant}:a:*", count=count):
         fields = redis.hgetall(key)
         if b"meta" not in fields:
             continue
@@ -106,7 +109,7 @@ def migrate_redis(redis: Any, db: DurableStore, *, count: int = 500) -> Counter[
                 .where(assessments.c.tenant == ids["tenant"], assessments.c.id == ids["id"])
                 .values(todo=_todo())
             )
-    for key in redis.scan_iter(match="trisk:t:*:idem:*", count=count):
+    for key in redis.scan_iter(match=f"trisk:t:{tenant}:idem:*", count=count):
         raw = redis.get(key)
         if raw is None:
             continue
@@ -119,7 +122,7 @@ def migrate_redis(redis: Any, db: DurableStore, *, count: int = 500) -> Counter[
                 con, idempotency_keys, {"tenant": tenant, "key": idem}, named, {"created_at": time.time()}
             )
             _count(copied, "idempotency keys", outcome)
-    for key in redis.scan_iter(match="trisk:t:*:b:*", count=count):
+    for key in redis.scan_iter(match=f"trisk:t:{tenant}:b:*", count=count):
         raw = redis.hget(key, "meta")
         if raw is None:
             continue
@@ -128,13 +131,13 @@ def migrate_redis(redis: Any, db: DurableStore, *, count: int = 500) -> Counter[
             ids = {"tenant": batch["tenant"], "id": batch["id"]}
             outcome = _copy_row(con, batches, ids, {"meta": pack(batch)}, {"created_at": float(batch["created_at"])})
             _count(copied, "batches", outcome)
-    for key in redis.scan_iter(match="trisk:t:*:seen:*", count=count):
+    for key in redis.scan_iter(match=f"trisk:t:{tenant}:seen:*", count=count):
         name = key.decode()
         tenant, rule = _tenant_of(name, ":seen:"), name.rpartition(":seen:")[2]
         members = redis.zrange(key, 0, -1, withscores=True)
         if pooled := _import_pool(db, tenant, rule, members):
             copied["pooled scores"] += pooled
-    for key in redis.scan_iter(match="trisk:t:*:jj:*", count=count):
+    for key in redis.scan_iter(match=f"trisk:t:{tenant}:jj:*", count=count):
         fields = redis.hgetall(key)
         if b"meta" not in fields or b"plan" not in fields:
             continue

@@ -4,6 +4,7 @@ store, serve the API."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import shutil
 import subprocess
@@ -271,13 +272,23 @@ def cmd_migrate_redis(args: argparse.Namespace) -> int:
 
     from service.core.durable import open_store
     from service.core.durable.redis_import import migrate_redis
+    from service.core.review.queue import rebuild_review_items
+    from service.core.store import Store
 
     settings = get_settings()
     client = redis.Redis.from_url(args.redis_url or settings.redis.url)
+    db = open_store(settings.durable)
+    seen: dict[str, list[str]] = {}
     try:
-        copied = migrate_redis(client, open_store(settings.durable), tenant=args.tenant)
+        copied = migrate_redis(client, db, tenant=args.tenant, seen=seen)
     finally:
         client.close()
+    # the review queue is rows of the store now: rebuilt from the copied results, with the verdicts already given
+    store = Store(None, retention_seconds=settings.redis.retention_seconds, db=db)
+    for tenant, aids in seen.items():
+        added = asyncio.run(rebuild_review_items(db, store, tenant, aids, retention_seconds=store.ttl or 0))
+        if added:
+            copied["review items"] += added
     for kind, n in sorted(copied.items()):
         print(f"{kind}: {n}")
     if not copied:

@@ -14,6 +14,7 @@ import redis
 
 from service.core.durable import DurableStore
 from service.core.durable.redis_import import migrate_redis
+from service.core.errors import NotFound
 from service.core.records import BatchMeta, CallbackState
 from service.core.store import Store
 from tests.conftest import TEST_REDIS_URL
@@ -117,3 +118,37 @@ def test_the_cli_copies_and_reports(old_redis: tuple[redis.Redis, str], capsys: 
     assert "assessments: 2" in out and "batches: 1" in out
     assert main(["migrate-redis", "--redis-url", TEST_REDIS_URL, "--tenant", tenant]) == 0
     assert "nothing to copy" in capsys.readouterr().out  # every record is in the store already
+
+
+def test_the_cli_rebuilds_the_review_queue_with_the_verdicts_given(
+    old_redis: tuple[redis.Redis, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An earlier release kept the review queue in Redis: the migration puts the copied results' candidates in the
+    store's queue, and an item its reviewers had judged reads ``reviewed`` (its verdicts are in the store already)."""
+    from service.cli import main
+    from service.core.durable import open_store
+    from service.core.durable.schema import review_items
+    from service.core.review import ReviewQueue, item_id_of
+    from service.core.settings import get_settings
+
+    r, tenant = old_redis
+    done_id, running_id, _ = _old_layout(r, tenant)
+    args = ["migrate-redis", "--redis-url", TEST_REDIS_URL, "--tenant", tenant]
+    assert main(args) == 0
+    assert "review items: " in capsys.readouterr().out
+    db = open_store(get_settings().durable)
+    queue = ReviewQueue(db)
+    item = item_id_of(done_id, "a")
+    assert asyncio.run(queue.item_state(tenant, item))[1] == "open"
+    with pytest.raises(NotFound):  # no published result, no item
+        asyncio.run(queue.item_state(tenant, item_id_of(running_id, "a")))
+
+    asyncio.run(queue.verdict(tenant, item, reviewer="ana", label="MAJOR"))
+    with db.engine.begin() as con:  # as before the upgrade: the verdict in the store, the item only in Redis
+        con.execute(review_items.delete().where(review_items.c.tenant == tenant))
+    assert main(args) == 0
+    assert "review items: 1" in capsys.readouterr().out
+    _, status, verdicts, _ = asyncio.run(queue.item_state(tenant, item))
+    assert (status, verdicts) == ("reviewed", 1)
+    assert main(args) == 0  # again: nothing new, the count stays
+    assert asyncio.run(queue.item_state(tenant, item))[2] == 1

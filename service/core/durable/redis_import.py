@@ -84,9 +84,12 @@ def _count(copied: Counter[str], kind: str, outcome: str) -> None:
         copied[kind if outcome == "new" else f"{kind} filled in"] += 1
 
 
-def migrate_redis(redis: Any, db: DurableStore, *, tenant: str = "*", count: int = 500) -> Counter[str]:
+def migrate_redis(
+    redis: Any, db: DurableStore, *, tenant: str = "*", count: int = 500, seen: dict[str, list[str]] | None = None
+) -> Counter[str]:
     """Copy everything of ``tenant`` (``*``: every tenant; ``redis``: a synchronous client); what was copied, by
-    kind. Safe to run again."""
+    kind. Safe to run again. ``seen`` collects every assessment found (tenant -> ids), copied now or before, so the
+    caller can rebuild what depends on them (the review queue)."""
     if tenant != "*" and any(ch in tenant for ch in "*?[]\\"):
         raise ValueError(f"a tenant name, not a pattern: {tenant!r}")
     copied: Counter[str] = Counter()
@@ -96,6 +99,8 @@ def migrate_redis(redis: Any, db: DurableStore, *, tenant: str = "*", count: int
             continue
         meta = msgspec.json.decode(fields[b"meta"])
         ids = {"tenant": meta["tenant"], "id": meta["id"]}
+        if seen is not None:
+            seen.setdefault(ids["tenant"], []).append(ids["id"])
         fresh = {
             "created_at": float(meta["created_at"]),
             "batch_id": meta.get("batch_id"),

@@ -29,7 +29,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from service.core.durable.records import Label, Verdict
-from service.core.durable.schema import review_items
+from service.core.durable.schema import review_items, verdicts
 from service.core.durable.store import DurableStore, insert_verdict, read_verdicts
 from service.core.errors import Conflict, Forbidden, NotFound
 
@@ -40,6 +40,7 @@ __all__ = [
     "LeaseRow",
     "add_items",
     "claim",
+    "count_verdicts",
     "forget_items",
     "item_row",
     "list_items",
@@ -138,6 +139,17 @@ def add_items(store: DurableStore, tenant: str, rows: list[dict[str, Any]], *, r
                     .values({k: row[k] for k in _REFRESHED})
                 )
     return added
+
+
+def count_verdicts(store: DurableStore, tenant: str, item_ids: list[str]) -> None:
+    """Set these items' verdict counts from the verdicts table (items rebuilt from their assessments, e.g. by
+    ``trisk migrate-redis``, then read ``reviewed`` where a verdict exists). Safe to repeat."""
+    v = verdicts.c
+    counted = sa.select(sa.func.count()).where(v.tenant == c.tenant, v.item_id == c.id).scalar_subquery()
+    with store._insert() as con:
+        for start in range(0, len(item_ids), _CHUNK):
+            chunk = item_ids[start : start + _CHUNK]
+            con.execute(review_items.update().where(c.tenant == tenant, c.id.in_(chunk)).values(verdicts=counted))
 
 
 def item_row(store: DurableStore, tenant: str, item_id: str, now: float) -> ItemRow:

@@ -28,7 +28,7 @@ from service.core.durable.store import DurableStore
 from service.core.errors import InputError
 from service.core.records import LLM_SIGNALS, Routing
 from service.core.risk import RiskResult
-from service.core.store import AssessmentState
+from service.core.store import AssessmentState, Store
 from service.core.types import Flag, SignalResult, SignalValue
 from service.core.views import candidate_result
 
@@ -334,3 +334,21 @@ async def enqueue_for_review(
     if state.meta.tenant != tenant:
         raise InputError(f"assessment {state.meta.id} belongs to tenant {state.meta.tenant!r}, not {tenant!r}")
     return await ReviewQueue(db).add(tenant, queue_items(tenant, state, retention_seconds), refresh=refresh)
+
+
+async def rebuild_review_items(
+    db: DurableStore, store: Store, tenant: str, assessment_ids: list[str], *, retention_seconds: int = 0
+) -> int:
+    """Put the candidates of these stored assessments with a published result in the review queue, as the tail
+    would have (idempotent: known items keep their state), and count the verdicts they already have, so an item an
+    earlier release's reviewers judged reads ``reviewed``. Leases are not carried over: they are work in flight, and
+    a reviewer claims again. Returns how many items were new."""
+    added = 0
+    queue = ReviewQueue(db)
+    for start in range(0, len(assessment_ids), 200):
+        states = await store.get_many(tenant, assessment_ids[start : start + 200])
+        published = [st for st in states if st is not None and st.published is not None]
+        items = [it for st in published for it in queue_items(tenant, st, retention_seconds)]
+        added += await queue.add(tenant, items)
+        await asyncio.to_thread(rows.count_verdicts, db, tenant, [it.id for it in items])
+    return added

@@ -292,6 +292,12 @@ class EmbeddingSettings(SettingsGroup):
     remote_api_key: str = setting("TRISK_EMBEDDING_API_KEY", "", "API key of that endpoint")
     batch_size: int = setting("TRISK_EMBEDDING_BATCH_SIZE", 32, "texts per encoder call")
     threads: int = setting("TRISK_EMBEDDING_THREADS", 0, "encoder threads (0 = the library's default)")
+    # the Redis copy of each vector (about 1.9 KiB a text with its key) is for redelivered jobs and resubmissions,
+    # which come within minutes; a month-long TTL would fill a noeviction Redis with vectors (about 19 KiB per
+    # 10-candidate assessment) until it refused the queue's writes
+    cache_seconds: int = setting(
+        "TRISK_EMBEDDING_CACHE_SECONDS", 3600, "how long a vector stays in the Redis embedding cache (0 = none)"
+    )
     # a batch of 32 vectors of 3,072 dimensions is about 2 MB of JSON
     remote_max_response_bytes: int = setting(
         "TRISK_EMBEDDING_MAX_RESPONSE_BYTES", 8 << 20, "largest answer read from the embeddings endpoint"

@@ -596,3 +596,13 @@ def test_open_embedder_wraps_the_backend_in_the_cache() -> None:
     emb = open_embedder(EmbeddingSettings(backend="onnx"), redis_url=TEST_REDIS_URL)
     assert isinstance(emb, CachedEmbedder) and isinstance(emb.inner, OnnxEmbedder)
     assert emb.signature["backend"] == "onnx"
+
+
+def test_the_redis_copy_of_a_vector_lives_for_the_cache_setting_only() -> None:
+    """Vectors in Redis expire after TRISK_EMBEDDING_CACHE_SECONDS (an hour by default, not the records' month: a
+    noeviction Redis full of vectors would refuse the queue's writes); 0 keeps no Redis copy at all."""
+    assert EmbeddingSettings().cache_seconds == 3600
+    emb = open_embedder(EmbeddingSettings(backend="onnx", cache_seconds=90), redis_url=TEST_REDIS_URL)
+    assert emb._redis is not None and emb.ttl_seconds == 90
+    off = open_embedder(EmbeddingSettings(backend="onnx", cache_seconds=0), redis_url=TEST_REDIS_URL)
+    assert off._redis is None and off._aredis is None

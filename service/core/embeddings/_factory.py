@@ -64,9 +64,11 @@ def open_embedder(
     *,
     redis_url: str | None = None,
     cache_items: int = 10_000,
-    ttl_seconds: int = 30 * 24 * 3600,
 ) -> CachedEmbedder:
-    """The configured backend behind the content-hash cache (LRU, plus Redis at ``redis_url`` for both paths)."""
+    """The configured backend behind the content-hash cache (LRU, plus Redis at ``redis_url`` for both paths, each
+    vector for ``settings.cache_seconds``; no Redis copy when that is 0)."""
+    if settings.cache_seconds <= 0:
+        redis_url = None
     sync_client = redis.Redis.from_url(redis_url) if redis_url else None
     async_client = redis.asyncio.Redis.from_url(redis_url) if redis_url else None
     return CachedEmbedder(
@@ -74,5 +76,5 @@ def open_embedder(
         max_items=cache_items,
         redis_client=sync_client,
         aredis_client=async_client,
-        ttl_seconds=ttl_seconds,
+        ttl_seconds=max(1, settings.cache_seconds),
     )

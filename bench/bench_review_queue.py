@@ -19,6 +19,7 @@ import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -31,6 +32,7 @@ from service.core.durable.schema import review_items
 from service.core.review.queue import ItemSnapshot, QueueItem
 from service.core.settings import DurableSettings
 from service.core.types import SignalValue
+from service.evaluation import throwaway_postgres
 
 ADMIN = os.environ.get("TRISK_TEST_POSTGRES_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -133,13 +135,11 @@ def main() -> None:
     ap.add_argument("--explain", action="store_true", help="print PostgreSQL's plan of the claim query")
     args = ap.parse_args()
     random.seed(7)
-    admin = sa.create_engine(ADMIN, isolation_level="AUTOCOMMIT")
-    name = f"trisk_bench_{uuid.uuid4().hex[:8]}"
+    scope = ExitStack()  # the PostgreSQL database of the run, dropped when the run ends
     folder = tempfile.mkdtemp(prefix="trisk-bench-")
     if args.engine == "postgresql":
-        with admin.connect() as con:
-            con.exec_driver_sql(f'CREATE DATABASE "{name}"')
-        settings = DurableSettings(db_path="", database_url=str(sa.make_url(ADMIN).set(database=name)))
+        url = scope.enter_context(throwaway_postgres(ADMIN))
+        settings = DurableSettings(db_path="", database_url=url.render_as_string(hide_password=False))
     else:
         settings = DurableSettings(db_path=str(Path(folder) / "trisk.db"), database_url="")
     engine = make_engine(database_url(settings))
@@ -170,10 +170,7 @@ def main() -> None:
         run(store, args.tenants, args.clients, args.requests)
     finally:
         engine.dispose()
-        if args.engine == "postgresql":
-            with admin.connect() as con:
-                con.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.dispose()
+        scope.close()
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
@@ -34,7 +34,7 @@ from bench_load import _wait_done  # noqa: E402
 from bench_store_size import store_bytes  # noqa: E402
 
 from service.core.settings import SHARED_DIR  # noqa: E402
-from service.evaluation import Stack, load_benchmark, request_item, wait_ready  # noqa: E402
+from service.evaluation import Stack, load_benchmark, request_item, throwaway_postgres, wait_ready  # noqa: E402
 
 TENANT = "evaluation"  # the tenant of the key Stack issues
 COLUMNS = (
@@ -108,12 +108,8 @@ def main() -> None:
     args = ap.parse_args()
     bench = load_benchmark(SHARED_DIR / "palibench-dev", SHARED_DIR / "corpus" / "bilara" / "root" / "pli" / "ms")
     items = [request_item(p) for p in bench.passages if len(p["candidates"]) == 10]
-    admin_url = os.environ.get("TRISK_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
-    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    name = f"trisk_bench_{uuid.uuid4().hex[:10]}"
-    with admin.connect() as con:
-        con.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    url = sa.make_url(admin_url).set(database=name)
+    scope = ExitStack()  # the PostgreSQL database of the run, dropped when the run ends
+    url = scope.enter_context(throwaway_postgres())
     engine = sa.create_engine(url)
     folder = Path(tempfile.mkdtemp(prefix="trisk-bench-scale-"))
     index = str(folder / "sn12.trisk")
@@ -148,9 +144,7 @@ def main() -> None:
     finally:
         stack.close()
         engine.dispose()
-        with admin.connect() as con:
-            con.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.dispose()
+        scope.close()
 
 
 if __name__ == "__main__":

@@ -17,14 +17,13 @@ all are done, then prints:
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections import defaultdict
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from bench_load import _wait_done  # noqa: E402  (the one wait for a stack's assessments to finish)
 
 from service.core.settings import SHARED_DIR  # noqa: E402
-from service.evaluation import Stack, load_benchmark, request_item, wait_ready  # noqa: E402
+from service.evaluation import Stack, load_benchmark, request_item, throwaway_postgres, wait_ready  # noqa: E402
 
 TABLES = ("assessments", "batches", "idempotency_keys", "score_pool", "judge_jobs")
 PACKED = ("meta", "cheap", "provisional", "llm", "final", "callback", "callback_cheap")
@@ -72,17 +71,12 @@ def packed_bytes(engine: sa.Engine) -> tuple[int, int]:
 
 def run(engine_name: str, items: list[dict[str, Any]], stored: int, index: str) -> None:
     folder = Path(tempfile.mkdtemp(prefix=f"trisk-bench-store-{engine_name}-"))
-    admin = None
+    scope = ExitStack()  # the PostgreSQL database of the run, dropped when the run ends
     if engine_name == "sqlite":
         env = {"TRISK_DB_PATH": str(folder / "trisk.db"), "TRISK_DATABASE_URL": ""}
         engine = sa.create_engine(f"sqlite:///{folder / 'trisk.db'}")
     else:
-        admin_url = os.environ.get("TRISK_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
-        admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-        name = f"trisk_bench_{uuid.uuid4().hex[:10]}"
-        with admin.connect() as con:
-            con.exec_driver_sql(f'CREATE DATABASE "{name}"')
-        url = sa.make_url(admin_url).set(database=name)
+        url = scope.enter_context(throwaway_postgres())
         env = {"TRISK_DATABASE_URL": url.render_as_string(hide_password=False).replace("+psycopg", "")}
         engine = sa.create_engine(url)
     env |= {"TRISK_LOG_FORMAT": "text", "TRISK_WORKER_NICE": "0", "TRISK_INDEX_PATH": index}
@@ -107,10 +101,7 @@ def run(engine_name: str, items: list[dict[str, Any]], stored: int, index: str) 
     finally:
         stack.close()
         engine.dispose()
-        if admin is not None:
-            with admin.connect() as con:
-                con.exec_driver_sql(f'DROP DATABASE IF EXISTS "{engine.url.database}" WITH (FORCE)')
-            admin.dispose()
+        scope.close()
     grown = {f: fam1[f] - fam0.get(f, 0) for f in fam1 if fam1[f] > fam0.get(f, 0)}
     caches = sum(v for f, v in grown.items() if f.startswith(CACHES))
     print(f"== {engine_name}: {stored} assessments of 10 candidates (PaliBench dev, cheap tier), done in {secs:.0f} s")

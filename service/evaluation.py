@@ -16,6 +16,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,10 +39,31 @@ __all__ = [
     "load_benchmark",
     "report",
     "request_item",
+    "throwaway_postgres",
     "wait_ready",
 ]
 
 BUDGETS = STUDY_BUDGETS
+# the local PostgreSQL server benches make their throwaway databases on (TRISK_BENCH_POSTGRES_URL overrides it)
+BENCH_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+
+
+@contextmanager
+def throwaway_postgres(admin_url: str | None = None) -> Iterator[Any]:
+    """A database of its own on the local PostgreSQL server: its URL (an ``sqlalchemy.URL``), dropped afterwards."""
+    import sqlalchemy as sa
+
+    admin_url = admin_url or os.environ.get("TRISK_BENCH_POSTGRES_URL", BENCH_POSTGRES_URL)
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    name = f"trisk_bench_{uuid.uuid4().hex[:10]}"
+    try:
+        with admin.connect() as con:
+            con.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        yield sa.make_url(admin_url).set(database=name)
+    finally:
+        with admin.connect() as con:
+            con.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
 
 
 @dataclass

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from arq.constants import in_progress_key_prefix, job_key_prefix
+from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix
 
 from service.core import judge_jobs, lanes
 from service.core.durable.packing import unpack
@@ -73,6 +73,13 @@ async def _held(pool: Any, job_ids: list[str]) -> list[bool]:
     return [bool(n) for n in found]
 
 
+async def _forget_results(pool: Any, job_ids: list[str]) -> None:
+    """Drop what ARQ kept of these jobs' last runs: a job that ended without finishing its record (its last try failed
+    while the store was away and could not record the failure, say) leaves a result for an hour, and ARQ refuses a job
+    id that has one, so queueing it again would do nothing while the record waits."""
+    await pool.delete(*(result_key_prefix + jid for jid in job_ids))
+
+
 async def reconcile_once(store: Store, pool: Any, *, older_than: float) -> int:
     """Queue again the jobs of every unfinished record created before ``older_than`` that Redis does not hold; the
     number of jobs queued."""
@@ -85,6 +92,7 @@ async def reconcile_once(store: Store, pool: Any, *, older_than: float) -> int:
             if not plans or any(await _held(pool, watch)):
                 continue
             meta = unpack(row.meta, AssessmentMeta)
+            await _forget_results(pool, [plan.job_id for plan in plans])
             for plan in plans:
                 await lanes.enqueue_follow_on(pool, plan.function, meta, *plan.args, job_id=plan.job_id)
                 queued += 1
@@ -98,6 +106,7 @@ async def reconcile_once(store: Store, pool: Any, *, older_than: float) -> int:
         else:
             function, job_id, args = "judge", judge_jobs.job_id_of(job.kind, job.id), (job.kind, job.id)
         if not (await _held(pool, [job_id]))[0]:
+            await _forget_results(pool, [job_id])
             await lanes.enqueue(pool, function, job.tenant, *args, job_id=job_id, lane="interactive")
             queued += 1
     if queued:

@@ -28,16 +28,18 @@ async def _scenario(db: DurableStore) -> None:
     pool: Any = await create_pool(RedisSettings.from_dsn(TEST_REDIS_URL), default_queue_name=queue)
     store = Store(None, retention_seconds=600, db=db)
     try:
-        pending, llm, callback, finished, failed, queued = (_meta() for _ in range(6))
+        pending, llm, callback, finished, failed, queued, ended = (_meta() for _ in range(7))
         # a tenant of this test's own: the session's PostgreSQL database holds other tests' unfinished records too
         tenant = f"test-reconcile-{uuid.uuid4().hex[:8]}"
-        for m in (pending, llm, callback, finished, failed, queued):
+        for m in (pending, llm, callback, finished, failed, queued, ended):
             m.tenant = tenant
         llm.parts = ["cheap", "llm"]
         callback.request.callback_url = "https://example.test/cb"  # type: ignore[assignment]
-        for m in (pending, llm, callback, finished, failed, queued):
+        for m in (pending, llm, callback, finished, failed, queued, ended):
             m.created_at = time.time() - 100
-        await store.create_many([pending, llm, callback, finished, failed, queued])
+        await store.create_many([pending, llm, callback, finished, failed, queued, ended])
+        # its job ended without finishing it (the store was away on its last try): ARQ keeps that run's result
+        await pool.set(f"arq:result:{ended.id}:cheap", b"x", ex=600)
         await store.put_cheap(tenant, llm.id, _cheap(1.0))
         for m in (callback, finished):
             await store.put_cheap(tenant, m.id, _cheap(1.0))
@@ -56,8 +58,9 @@ async def _scenario(db: DurableStore) -> None:
         young.tenant = tenant
         await store.create(young)  # younger than the cut-off: the API may be queueing it right now
 
-        assert await reconcile_once(store, pool, older_than=time.time() - 10) >= 5  # (others' records too)
-        ours = [m.id for m in (pending, llm, callback, finished, failed, queued, young)] + [poller["id"], adj["id"]]
+        assert await reconcile_once(store, pool, older_than=time.time() - 10) >= 6  # (others' records too)
+        ours = [m.id for m in (pending, llm, callback, finished, failed, queued, ended, young)]
+        ours += [poller["id"], adj["id"]]
         ids = sorted(j for m in await pool.zrange(queue, 0, -1) if any(a in (j := m.decode()) for a in ours))
         assert ids == sorted(
             [
@@ -65,6 +68,7 @@ async def _scenario(db: DurableStore) -> None:
                 f"{llm.id}:llm",
                 f"{callback.id}:callback",
                 f"{queued.id}:cheap",
+                f"{ended.id}:cheap",
                 f"jj:poller:{poller['id']}",
                 f"adj:{adj['id']}",
             ]

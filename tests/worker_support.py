@@ -13,7 +13,7 @@ from typing import Any
 from arq.worker import Worker
 
 from service.core.settings import Settings
-from workers.jobs import shutdown, startup
+from workers.lifecycle import shutdown, startup
 from workers.settings import WorkerSettings, redis_settings
 
 

@@ -1,4 +1,4 @@
-"""ARQ workers: the cheap tier and the LLM tier of assessments, and callback delivery."""
+"""ARQ workers: jobs by kind (assessment tiers, judge jobs, callbacks), one failure policy, one worker context."""
 
 from __future__ import annotations
 

@@ -5,9 +5,9 @@ the longest function timeout + 10 s (910 s with ``assess_llm``'s 900 s), whateve
 other worker takes the job, so a SIGKILLed worker's cheap job would wait 15 minutes. Here the key is cut to the
 lease (``TRISK_JOB_LEASE_SECONDS``, 15 s) as the job starts (``on_job_start``) and renewed every third of it while
 the job runs; arq deletes it when the job ends. A worker that dies, or stalls longer than the lease, lets another
-take the job after at most the lease: jobs are idempotent (workers/jobs.py), so a stalled worker waking up beside the
-new run changes nothing (tests/workers/test_crashes.py). Only a worker lost in the milliseconds between picking a job
-and starting it leaves arq's own TTL in place.
+take the job after at most the lease: jobs are idempotent (workers/assessment_jobs.py), so a stalled worker waking up
+beside the new run changes nothing (tests/workers/test_crashes.py). Only a worker lost in the milliseconds between
+picking a job and starting it leaves arq's own TTL in place.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import logging
 from typing import Any
 
 from arq.constants import in_progress_key_prefix
+
+from workers.context import WorkerContext
 
 __all__ = ["hold", "release"]
 
@@ -38,7 +40,7 @@ async def _renew(redis: Any, key: str, lease_ms: int) -> None:
 
 async def hold(ctx: dict[str, Any]) -> None:
     """``on_job_start``: shorten the job's in-progress key to the lease and keep renewing it while the job runs."""
-    lease_ms = int(ctx["settings"].jobs.lease_seconds * 1000)
+    lease_ms = int(WorkerContext.of(ctx).settings.jobs.lease_seconds * 1000)
     if lease_ms <= 0:
         return  # leases off: arq's own TTL (the longest job timeout + 10 s) decides
     key = in_progress_key_prefix + ctx["job_id"]

@@ -22,6 +22,7 @@ from service.core.durable.packing import unpack
 from service.core.records import AssessmentMeta
 from service.core.review import adjudication_jobs
 from service.core.store import Store
+from workers.context import WorkerContext
 
 __all__ = ["Plan", "jobs_of", "purge_once", "reconcile_once", "run_periodic"]
 
@@ -128,9 +129,10 @@ async def _locked(pool: Any, key: str, seconds: float) -> bool:
     return bool(await pool.set(key, b"1", nx=True, px=max(1, int(seconds * 1000))))
 
 
-async def run_periodic(ctx: dict[str, Any]) -> None:
+async def run_periodic(worker: WorkerContext) -> None:
     """The worker's background loop: reconcile and purge, each at its period, one worker per round."""
-    settings = ctx["settings"]
+    settings = worker.settings
+    pool = worker.pool
     period = settings.jobs.reconcile_seconds
     purge_period = settings.jobs.purge_seconds
     queue = settings.redis.queue_name
@@ -143,14 +145,14 @@ async def run_periodic(ctx: dict[str, Any]) -> None:
         try:
             if period > 0 and time.monotonic() >= next_reconcile:
                 next_reconcile = time.monotonic() + period
-                if await _locked(ctx["redis"], _LOCK.format(queue=queue, what="reconcile"), period * 0.9):
+                if await _locked(pool, _LOCK.format(queue=queue, what="reconcile"), period * 0.9):
                     # a record younger than a period may still be on its way into the queue (the API enqueues it
                     # right after the write): its job is queued with the same id either way
-                    await reconcile_once(ctx["store"], ctx["redis"], older_than=time.time() - period)
+                    await reconcile_once(worker.store, pool, older_than=time.time() - period)
             if purge_period > 0 and time.monotonic() >= next_purge:
                 next_purge = time.monotonic() + purge_period
-                if await _locked(ctx["redis"], _LOCK.format(queue=queue, what="purge"), purge_period * 0.9):
-                    await purge_once(ctx["store"], settings.redis.retention_seconds)
+                if await _locked(pool, _LOCK.format(queue=queue, what="purge"), purge_period * 0.9):
+                    await purge_once(worker.store, settings.redis.retention_seconds)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # Redis or the store away: the next round tries again

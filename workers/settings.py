@@ -15,18 +15,11 @@ from service.core.telemetry import configure_logging, logging_config, start_metr
 from service.core.worker_registry import HEALTH_RECORD_TTL_MS
 from service.core.worker_registry import health_check_key as arq_health_key
 from workers import lease
-from workers.jobs import (
-    CHEAP_JOB_TIMEOUT,
-    MAX_TRIES,
-    adjudicate,
-    assess_cheap,
-    assess_llm,
-    deliver_callback,
-    judge,
-    llm_job_timeout,
-    shutdown,
-    startup,
-)
+from workers.assessment_jobs import assess_cheap, assess_llm
+from workers.callback_jobs import deliver_callback
+from workers.judge_jobs import adjudicate, judge
+from workers.lifecycle import shutdown, startup
+from workers.policy import CHEAP_JOB_TIMEOUT, MAX_TRIES, llm_job_timeout
 
 __all__ = ["LOG_CONFIG", "WorkerSettings", "redis_settings"]
 
@@ -64,8 +57,9 @@ async def on_job_start(ctx: dict[str, Any]) -> None:
 
 
 class WorkerSettings:
-    """A plain arq settings class; every job is idempotent (keyed by assessment and part). Assessment jobs get one
-    delivery beyond their own ``MAX_TRIES`` so a worker lost on the last try still leaves a final state."""
+    """A plain arq settings class; every job is idempotent (keyed by assessment and part). Assessment and judge jobs
+    get one delivery beyond their own ``MAX_TRIES`` so a worker lost on the last try still leaves a final state. The
+    job names are what queued jobs carry: a worker of the next release must still know every one of them."""
 
     functions = [  # arq reads these class attributes
         func(assess_cheap, name="assess_cheap", timeout=CHEAP_JOB_TIMEOUT, max_tries=MAX_TRIES + 1),
@@ -73,7 +67,7 @@ class WorkerSettings:
         func(
             deliver_callback, name="deliver_callback", timeout=30, max_tries=max(1, _settings.jobs.callback_max_tries)
         ),
-        func(adjudicate, name="adjudicate", timeout=600, max_tries=MAX_TRIES),
+        func(adjudicate, name="adjudicate", timeout=LLM_TIMEOUT, max_tries=MAX_TRIES + 1),
         func(judge, name="judge", timeout=LLM_TIMEOUT, max_tries=MAX_TRIES + 1),
     ]
     on_startup = on_worker_start

@@ -2,7 +2,8 @@
 validated at submission and the result written once, rows of the durable store (``judge_jobs``: tenant, kind, id,
 plan, result, started, failed) kept as long as the assessments (the purge).
 
-Each kind has its plan and result types (``KINDS``); the job of a kind is ``judge_<kind>`` (workers/jobs.py). Like
+Each kind has its plan and result types (``KINDS``); every kind runs as the ARQ job ``judge`` (workers/judge_jobs.py,
+which also runs adjudications: service.core.review.adjudication_jobs). Like
 assessment jobs, a job re-reads what is stored: a result written once (UPDATE ... WHERE result IS NULL) is never
 computed again.
 """
@@ -24,7 +25,16 @@ from service.core.mata import GradeOutcome, GradePlan, McqRunOutcome, McqRunRequ
 from service.core.poller import PollerEvaluation, PollerPlan, run_poller_evaluation
 from service.core.settings import LLMSettings
 
-__all__ = ["KINDS", "JobKind", "JudgeJob", "JudgeJobStore", "JudgeStatus", "job_id_of", "run_judge_job"]
+__all__ = [
+    "KINDS",
+    "JobKind",
+    "JudgeJob",
+    "JudgeJobStore",
+    "JudgeStatus",
+    "job_id_of",
+    "run_judge_job",
+    "submit_judge_job",
+]
 
 JobKind = Literal["poller", "grades", "mcq"]
 JudgeStatus = Literal["pending", "running", "done", "failed"]
@@ -117,10 +127,22 @@ class JudgeJobStore:
         await asyncio.to_thread(self.records.update_judge_job, tenant, kind, jid, values)
 
 
-async def run_judge_job(kind: str, client: Any, plan: Any, settings: LLMSettings) -> Any:
-    """The work of one job (also run in the API when no provider is configured: then nothing is called and every
-    item reads skipped with the reason), bounded by the LLM deadline: what did not answer in time reads timed_out."""
-    guard = CallGuard.from_settings(settings)
+async def submit_judge_job(judge_store: JudgeJobStore, jobs: Any, tenant: str, kind: JobKind, plan: Any) -> JudgeJob:
+    """The API's side: keep a validated plan for a worker and queue its ``judge`` job (``jobs.enqueue(function,
+    *args, job_id=...)``); the worker decides whether judges are asked (it holds the provider; without one every item
+    reads skipped with the reason)."""
+    job = await judge_store.create(tenant, kind, plan)
+    await jobs.enqueue("judge", tenant, kind, job.id, job_id=job_id_of(kind, job.id))
+    return job
+
+
+async def run_judge_job(
+    kind: str, client: Any, plan: Any, settings: LLMSettings, guard: CallGuard | None = None
+) -> Any:
+    """The work of one job (nothing is called without a provider: every item reads skipped with the reason),
+    bounded by the LLM deadline (``guard``, else one from the settings): what did not answer in time reads
+    timed_out."""
+    guard = guard if guard is not None else CallGuard.from_settings(settings)
     if kind == "poller":
         return await run_poller_evaluation(client, plan, settings, guard)
     if kind == "grades":

@@ -347,7 +347,7 @@ def test_a_worker_shutdown_during_the_llm_tier_leaves_the_job_to_run_again(
     llm_settings: Settings,
     openai_server: FakeOpenAIServer,  # noqa: F811
 ) -> None:
-    from workers.jobs import assess_cheap, assess_llm
+    from workers.assessment_jobs import assess_cheap, assess_llm
 
     settings = _variant(llm_settings, "shutdown", [{"id": "slow", "model": "slow-3", "family": "anthropic"}])
     with _api(settings, sn12_index) as api:
@@ -401,7 +401,8 @@ def test_an_llm_tier_that_fails_outright_ends_with_the_cheap_result_and_the_reas
 def test_an_llm_job_delivered_beyond_its_last_try_ends_with_the_cheap_result(
     sn12_index: NoveltyIndex, llm_settings: Settings
 ) -> None:
-    from workers.jobs import MAX_TRIES, assess_cheap, assess_llm
+    from workers.assessment_jobs import assess_cheap, assess_llm
+    from workers.policy import MAX_TRIES
 
     settings = _variant(llm_settings, "lost", [{"id": "a", "model": "score-80", "family": "anthropic"}])
     with _api(settings, sn12_index) as api:
@@ -422,7 +423,8 @@ def _worker_ctx(settings: Settings, **extra: Any) -> Iterator[Callable[[Any], An
     from arq import create_pool
     from arq.connections import RedisSettings
 
-    from workers.jobs import shutdown, startup
+    from workers.context import WorkerContext
+    from workers.lifecycle import shutdown, startup
 
     loop = asyncio.new_event_loop()
     ctx: dict[str, Any] = {"settings": settings, "nice": False, "job_try": 1, **extra}
@@ -432,6 +434,7 @@ def _worker_ctx(settings: Settings, **extra: Any) -> Iterator[Callable[[Any], An
         ctx["redis"] = await create_pool(
             RedisSettings.from_dsn(settings.redis.url), default_queue_name=settings.redis.queue_name
         )
+        WorkerContext.of(ctx).pool = ctx["redis"]  # after startup: no reconcile loop beside the jobs run here
 
     loop.run_until_complete(open_())
     try:
@@ -496,7 +499,7 @@ def test_a_retry_of_the_llm_tier_gets_what_is_left_of_its_deadline(
     openai_server: FakeOpenAIServer,  # noqa: F811
 ) -> None:
 
-    from workers.jobs import assess_cheap
+    from workers.assessment_jobs import assess_cheap
 
     openai_server.reset()
     settings = _variant(llm_settings, "late", [{"id": "a", "model": "score-81", "family": "anthropic"}])
@@ -519,7 +522,8 @@ def test_a_late_cheap_delivery_hands_over_to_the_llm_job(
     llm_settings: Settings,
     openai_server: FakeOpenAIServer,  # noqa: F811
 ) -> None:
-    from workers.jobs import MAX_TRIES, assess_cheap
+    from workers.assessment_jobs import assess_cheap
+    from workers.policy import MAX_TRIES
 
     settings = _variant(llm_settings, "handover", [{"id": "a", "model": "score-82", "family": "anthropic"}])
     with _api(settings, sn12_index) as api:

@@ -143,7 +143,7 @@ def test_persona_versions_and_a_p3_evaluation_through_a_worker(
     assert errors == {"content": pytest.approx(10.0), "language": pytest.approx(0.0)}  # judges' 85 and 75
 
     # a redelivered job reads the stored result and asks no judge again
-    from workers.jobs import judge
+    from workers.judge_jobs import judge
 
     outcome = _run_job(judge_settings, judge, "poller", eid)
     assert outcome == "already finished" and len(fake.requests) == 4
@@ -157,17 +157,17 @@ def test_persona_versions_and_a_p3_evaluation_through_a_worker(
 def _run_job(settings: Settings, job: Any, kind: str, jid: str, job_try: int = 1) -> str:
     import asyncio
 
-    from redis.asyncio import Redis
-
     from tests.conftest import TEST_TENANT
+    from workers.lifecycle import shutdown, startup
 
     async def go() -> str:
-        redis = Redis.from_url(settings.redis.url)
+        # what ARQ passes a job: its try, and the worker's shared clients (here without a provider)
+        ctx: dict[str, Any] = {"settings": settings, "llm": None, "nice": False, "job_try": job_try}
+        await startup(ctx)
         try:
-            ctx = {"settings": settings, "redis_client": redis, "job_try": job_try, "llm": None}
             return str(await job(ctx, TEST_TENANT, kind, jid))
         finally:
-            await redis.aclose()
+            await shutdown(ctx)
 
     return asyncio.run(go())
 
@@ -389,7 +389,8 @@ def test_a_judge_job_lost_too_often_reads_failed_with_the_reason(
     judge_settings: Settings,
     fake: FakeOpenAIServer,  # noqa: F811
 ) -> None:
-    from workers.jobs import MAX_TRIES, judge
+    from workers.judge_jobs import judge
+    from workers.policy import MAX_TRIES
 
     submitted = api.post("/v1/mata/grades", json={"question": "q", "answer": "a", "response": "r",
                                                   "judges": [{"model": "grader-x", "family": "openai"}]})  # fmt: skip

@@ -77,8 +77,9 @@ async def test_waiting_for_a_call_slot_counts_against_the_deadline(fake: FakeOpe
 
 
 def test_a_shutdown_without_a_deadline_is_not_a_timeout() -> None:
-    from workers.jobs import _stopped_by_timeout
+    from workers.policy import llm_job_timeout, stopped_by_timeout
 
-    ctx = {"settings": replace(get_settings(), llm=LLMSettings(deadline_seconds=0.0))}
-    assert not _stopped_by_timeout(ctx, time.monotonic())  # cancelled at once: a shutdown, run it again
-    assert _stopped_by_timeout({**ctx, "llm_job_timeout": 2.0}, time.monotonic() - 5)  # ARQ's timeout passed
+    settings = replace(get_settings(), llm=LLMSettings(deadline_seconds=0.0))
+    limit = llm_job_timeout(settings)
+    assert not stopped_by_timeout(0.0, limit, settings.llm.deadline_seconds)  # cancelled at once: a shutdown
+    assert stopped_by_timeout(5.0, 2.0, settings.llm.deadline_seconds)  # ARQ's timeout (2 s) passed

@@ -26,7 +26,8 @@ from tests.conftest import TEST_REDIS_URL, TEST_TENANT
 from tests.durable_support import review_item_ids
 from tests.records_support import pooled_count, record_fields, store_of
 from tests.worker_support import CallbackReceiver, run_worker_burst
-from workers.jobs import MAX_TRIES, Embedders
+from workers.lifecycle import Embedders
+from workers.policy import MAX_TRIES
 
 SOURCE = "Sattaratanasampannā, Tīsu sikkhāsu sikkhitā; Anuvicaranti mahāvīrā, Pahīnabhayabheravā."
 GOOD = [

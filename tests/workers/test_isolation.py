@@ -9,7 +9,7 @@ from typing import Any
 from service.core.settings import Settings
 from tests.conftest import TEST_TENANT, issue_test_key
 from tests.worker_support import run_worker_burst
-from workers.jobs import Embedders
+from workers.lifecycle import Embedders
 
 
 def test_two_tenants_sending_the_same_texts_do_not_share_vectors(client: Any, settings: Settings) -> None:

@@ -10,8 +10,7 @@ from litestar import Controller, Response, get, post
 
 from service.app.auth import access
 from service.app.deps import JobQueue
-from service.app.poller.controllers import submit_judge_job
-from service.core.judge_jobs import JudgeJob, JudgeJobStore, JudgeStatus
+from service.core.judge_jobs import JudgeJob, JudgeJobStore, JudgeStatus, submit_judge_job
 from service.core.mata import (
     GradeBatchRequest,
     GradeOutcome,
@@ -78,7 +77,7 @@ class MataController(Controller):
     ) -> Response[GradesOut]:
         panels = settings.risk.panels_dir
         plan = plan_grades(data, default_panel=settings.llm.panel, panels_dir=panels)
-        job = await submit_judge_job(settings, judge_jobs, jobs, tenant, "grades", plan)
+        job = await submit_judge_job(judge_jobs, jobs, tenant, "grades", plan)
         return Response(_grades(job), status_code=202, headers={"Location": f"/v1/mata/grades/{job.id}"})
 
     @post(
@@ -147,7 +146,7 @@ class MataController(Controller):
         self, data: McqRunRequest, settings: Settings, judge_jobs: JudgeJobStore, jobs: JobQueue, tenant: str
     ) -> Response[McqRunOut]:
         validate_mcq_run(data, max_tokens_cap=settings.llm.max_tokens)
-        job = await submit_judge_job(settings, judge_jobs, jobs, tenant, "mcq", data)
+        job = await submit_judge_job(judge_jobs, jobs, tenant, "mcq", data)
         return Response(_run(job), status_code=202, headers={"Location": f"/v1/mata/mcq-runs/{job.id}"})
 
     @get("/mcq-runs/{run_id:str}", operation_id="getMcqRun", **access("read"), summary="A multiple-choice run")

@@ -4,7 +4,6 @@ agreement of judges with the authors' own scores."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import msgspec
 from litestar import Controller, Response, get, post
@@ -14,7 +13,7 @@ from service.app.deps import JobQueue
 from service.app.resources import Resources
 from service.core.durable.personas import PersonaStore
 from service.core.errors import InputError, NotReady
-from service.core.judge_jobs import JobKind, JudgeJob, JudgeJobStore, JudgeStatus, job_id_of
+from service.core.judge_jobs import JudgeJob, JudgeJobStore, JudgeStatus, submit_judge_job
 from service.core.metrics import BootstrapOptions
 from service.core.poller import (
     Comparison,
@@ -31,7 +30,7 @@ from service.core.poller import (
 )
 from service.core.settings import Settings
 
-__all__ = ["PollerController", "PollerEvaluationOut", "StoredAgreementRequest", "submit_judge_job"]
+__all__ = ["PollerController", "PollerEvaluationOut", "StoredAgreementRequest"]
 
 
 class PollerEvaluationOut(msgspec.Struct):
@@ -69,21 +68,6 @@ def _out(job: JudgeJob) -> PollerEvaluationOut:
     )
 
 
-async def submit_judge_job(
-    settings: Settings,
-    judge_store: JudgeJobStore,
-    jobs: JobQueue,
-    tenant: str,
-    kind: JobKind,
-    plan: Any,
-) -> JudgeJob:
-    """Queue a validated plan for a worker: the worker decides whether judges are asked (it holds the provider;
-    without one every item reads skipped with the reason)."""
-    job = await judge_store.create(tenant, kind, plan)
-    await jobs.enqueue("judge", tenant, kind, job.id, job_id=job_id_of(kind, job.id))
-    return job
-
-
 class PollerController(Controller):
     path = "/v1/poller"
     tags = ["poller"]
@@ -118,7 +102,7 @@ class PollerController(Controller):
             persona = record.persona
         panels = settings.risk.panels_dir
         plan = plan_poller_evaluation(data, persona=persona, default_panel=settings.llm.panel, panels_dir=panels)
-        job = await submit_judge_job(settings, judge_jobs, jobs, tenant, "poller", plan)
+        job = await submit_judge_job(judge_jobs, jobs, tenant, "poller", plan)
         return Response(_out(job), status_code=202, headers={"Location": f"/v1/poller/evaluations/{job.id}"})
 
     @get(

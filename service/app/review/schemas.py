@@ -146,7 +146,7 @@ class AdjudicationOut(msgspec.Struct):
     id: str
     tenant: str
     created_at: float
-    status: Literal["pending", "done", "skipped", "inconclusive"]
+    status: Literal["pending", "done", "skipped", "inconclusive", "failed"]
     label: Label | None
     reason: str | None
     item_id: str | None

@@ -36,7 +36,7 @@ class Adjudication(msgspec.Struct):
     id: str
     tenant: str
     created_at: float
-    status: Literal["pending", "done", "skipped", "inconclusive"]
+    status: Literal["pending", "done", "skipped", "inconclusive", "failed"]
     label: Label | None
     reason: str | None
     source: str

@@ -34,6 +34,7 @@ from service.core.llm._runner import ask_judge, ask_panel
 
 if TYPE_CHECKING:
     from service.core.llm._client import LLMClient
+    from service.core.llm._guard import CallGuard
     from service.core.settings import LLMSettings
 
 __all__ = [
@@ -148,7 +149,12 @@ class JudgeVote(JudgeResult, forbid_unknown_fields=True, frozen=True, kw_only=Tr
 
 
 async def _ask(
-    client: LLMClient, judge: Judge, settings: LLMSettings, messages: list[ChatMessage], options: AttemptOptions
+    client: LLMClient,
+    judge: Judge,
+    settings: LLMSettings,
+    messages: list[ChatMessage],
+    options: AttemptOptions,
+    guard: CallGuard | None,
 ) -> JudgeVote:
     outcome = await ask_judge(
         client,
@@ -159,6 +165,7 @@ async def _ask(
         prompt_version=ADJUDICATION_PROMPT_VERSION,
         parse=parse_adjudication,
         options=options,
+        guard=guard,
     )
     vote = cast("Vote | None", outcome.value) if outcome.status == "valid" else None
     return JudgeVote.of(judge, outcome, vote=vote, attempts=len(outcome.attempts))
@@ -173,11 +180,13 @@ async def run_panel(
     reference: str,
     candidate: str,
     options: AttemptOptions | None = None,
+    guard: CallGuard | None = None,
 ) -> tuple[list[JudgeVote], Label | None, dict[str, Any]]:
-    """Ask the judges concurrently; returns their votes, the majority label (None = inconclusive) and vote counts."""
+    """Ask the judges concurrently (every call within the ``guard``'s deadline: a judge past it reads timed_out);
+    returns their votes, the majority label (None = inconclusive) and vote counts."""
     options = options or AttemptOptions(temperature=settings.temperature, max_attempts=3)
     messages = build_adjudication_messages(source, reference, candidate)
-    votes = await ask_panel(judges, lambda j: _ask(client, j, settings, messages, options))
+    votes = await ask_panel(judges, lambda j: _ask(client, j, settings, messages, options, guard))
     counts = {
         "error": sum(1 for v in votes if v.vote in ("minor", "major")),
         "major": sum(1 for v in votes if v.vote == "major"),

@@ -2,9 +2,10 @@
 stored once.
 
 The API validates the request and either stores a record at once (too few eligible judges in the panel:
-status ``skipped`` with the reason) or queues it (status ``pending``). The ``adjudicate`` job runs the panel with the
-worker's shared LLM client (its response cache included) and appends the record to the durable store; a second
-delivery finds the record there and does nothing.
+status ``skipped`` with the reason) or queues it (status ``pending``). The ``adjudicate`` job (a judge job of kind
+``adjudication``, workers/judge_jobs.py: the deadline, budget and failure policy of every judge job) runs the panel
+with the worker's shared LLM client (its response cache included) and appends the record to the durable store; a
+second delivery finds the record there and does nothing; a job that fails for good reads ``failed`` with the reason.
 
 The pending adjudication (an ``Adjudication`` with status pending) is a row of ``judge_jobs`` (kind
 ``adjudication``) until its record is stored; the workers' reconciler queues its job again if Redis lost it.
@@ -21,8 +22,7 @@ import msgspec
 
 from service.core.durable import Adjudication, DuplicateRecord, DurableStore
 from service.core.durable.packing import pack, unpack
-from service.core.llm import NO_PROVIDER_CONFIGURED, load_panel, panel_too_small, select_judges
-from service.core.ratelimit import charged_to
+from service.core.llm import NO_PROVIDER_CONFIGURED, CallGuard, load_panel, panel_too_small, select_judges
 from service.core.review.adjudication import (
     ADJUDICATION_PROMPT_HASH,
     ADJUDICATION_PROMPT_VERSION,
@@ -34,11 +34,12 @@ from service.core.settings import Settings
 __all__ = [
     "KIND",
     "NO_PROVIDER_REASON",
+    "adjudicate_pending",
     "new_adjudication",
     "pending_adjudication",
     "plan_adjudication",
     "queue_adjudication",
-    "run_adjudication",
+    "store_adjudication",
     "store_once",
 ]
 
@@ -91,7 +92,7 @@ def new_adjudication(
 
 def plan_adjudication(pending: Adjudication, settings: Settings) -> Adjudication | None:
     """The record to store at once when the panel cannot run (skipped, with the reason); None when it can. Whether
-    a provider is there is the worker's to decide (``run_adjudication``), not the API's."""
+    a provider is there is the worker's to decide (``adjudicate_pending``), not the API's."""
     panel = load_panel(pending.panel or settings.llm.panel, panels_dir=settings.risk.panels_dir)
     judges = select_judges(panel, pending.candidate_model).judges[:PANEL_SIZE]
     if len(judges) < PANEL_SIZE:
@@ -113,48 +114,50 @@ def store_once(db: DurableStore, record: Adjudication) -> Adjudication:
         return stored if stored is not None else record
 
 
-async def run_adjudication(ctx: dict[str, Any], tenant: str, adjudication_id: str) -> str:
-    """The worker's side: run the panel of a pending adjudication and store its record (see the module docstring)."""
-    db: DurableStore = ctx["catalog"].db
-    settings: Settings = ctx["settings"]
-    if await asyncio.to_thread(db.adjudication, tenant, adjudication_id) is not None:
-        return "already stored"
-    pending = await pending_adjudication(ctx["store"], tenant, adjudication_id)
-    if pending is None:
-        return "gone"
+async def adjudicate_pending(
+    client: Any, pending: Adjudication, settings: Settings, guard: CallGuard | None = None
+) -> Adjudication:
+    """The record of a pending adjudication: its panel's votes and label (``client``: the LLM client charged to the
+    tenant; None without a provider, then skipped with the reason), every call bounded by the ``guard``'s deadline
+    (a judge past it reads timed_out)."""
     record = plan_adjudication(pending, settings)
-    if record is None:
-        if ctx.get("llm") is None:
-            record = msgspec.structs.replace(pending, status="skipped", reason=NO_PROVIDER_REASON)
-        else:
-            panel = load_panel(pending.panel or settings.llm.panel, panels_dir=settings.risk.panels_dir)
-            judges = select_judges(panel, pending.candidate_model).judges[:PANEL_SIZE]
-            votes, label, counts = await run_panel(
-                charged_to(ctx["llm"], ctx["store"].redis, tenant, settings.llm),
-                judges,
-                settings.llm,
-                source=pending.source,
-                reference=pending.reference,
-                candidate=pending.candidate,
-            )
-            record = msgspec.structs.replace(
-                pending,
-                status="done" if label is not None else "inconclusive",
-                label=label,
-                reason=None
-                if label is not None
-                else (
-                    f"{PANEL_SIZE - counts['valid_answers']} judge(s) gave no valid answer and their votes could "
-                    "change the label"
-                ),
-                panel_version=panel.version,
-                judges=[msgspec.to_builtins(v) for v in votes],
-                votes=counts,
-            )
-    await asyncio.to_thread(store_once, db, record)
+    if record is not None:
+        return record
+    if client is None:
+        return msgspec.structs.replace(pending, status="skipped", reason=NO_PROVIDER_REASON)
+    panel = load_panel(pending.panel or settings.llm.panel, panels_dir=settings.risk.panels_dir)
+    judges = select_judges(panel, pending.candidate_model).judges[:PANEL_SIZE]
+    votes, label, counts = await run_panel(
+        client,
+        judges,
+        settings.llm,
+        source=pending.source,
+        reference=pending.reference,
+        candidate=pending.candidate,
+        guard=guard,
+    )
+    return msgspec.structs.replace(
+        pending,
+        status="done" if label is not None else "inconclusive",
+        label=label,
+        reason=None
+        if label is not None
+        else (
+            f"{PANEL_SIZE - counts['valid_answers']} judge(s) gave no valid answer and their votes could "
+            "change the label"
+        ),
+        panel_version=panel.version,
+        judges=[msgspec.to_builtins(v) for v in votes],
+        votes=counts,
+    )
+
+
+async def store_adjudication(store: Any, record: Adjudication) -> Adjudication:
+    """Store the record once (``store``: a ``service.core.store.Store``) and close its pending row."""
+    stored = await asyncio.to_thread(store_once, store.db, record)
     done = {"todo": 0, "result": pack(record.status)}
-    await asyncio.to_thread(ctx["store"].records.update_judge_job, tenant, KIND, adjudication_id, done)
-    return record.status
+    await asyncio.to_thread(store.records.update_judge_job, record.tenant, KIND, record.id, done)
+    return stored
 
 
 async def queue_adjudication(store: Any, jobs: Any, pending: Adjudication) -> None:
@@ -166,9 +169,12 @@ async def queue_adjudication(store: Any, jobs: Any, pending: Adjudication) -> No
 
 
 async def pending_adjudication(store: Any, tenant: str, adjudication_id: str) -> Adjudication | None:
-    """The pending record while its panel has not been stored (None once it is, or when there is none)."""
+    """The pending record while its panel has not been stored (None once it is, or when there is none); one whose
+    job failed (like any judge job's: its last try, a lost worker, its job timeout) reads failed with the reason."""
     row = await asyncio.to_thread(store.records.get_judge_job, tenant, KIND, adjudication_id)
     if row is None or row.result is not None:
         return None
     found: Adjudication = unpack(row.plan, Adjudication)
+    if row.failed is not None:
+        return msgspec.structs.replace(found, status="failed", reason=row.failed)
     return found

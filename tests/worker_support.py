@@ -68,6 +68,34 @@ def run_worker_burst(
     return asyncio.run(main())
 
 
+def run_job(settings: Settings, job: Any, *args: Any, job_try: int = 1, llm: Any = None) -> str:
+    """One job function run directly, as ARQ would run its ``job_try``-th delivery, on a worker's shared clients (by
+    default without an LLM provider)."""
+
+    async def go() -> str:
+        ctx: dict[str, Any] = {"settings": settings, "llm": llm, "nice": False, "job_try": job_try}
+        await startup(ctx)
+        try:
+            return str(await job(ctx, *args))
+        finally:
+            await shutdown(ctx)
+
+    return asyncio.run(go())
+
+
+class BrokenClient:
+    """An LLM client whose every call raises something no retry would mend (a bug, a broken dependency)."""
+
+    def metered(self, meter: Any) -> BrokenClient:
+        return self
+
+    async def chat(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the judge client is broken")
+
+    async def aclose(self) -> None:
+        pass
+
+
 class CallbackReceiver:
     """A callback endpoint answering a scripted status per request, recording what it received."""
 

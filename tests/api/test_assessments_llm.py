@@ -25,7 +25,7 @@ from service.core.settings import LLMSettings, Settings
 from tests.conftest import issue_test_key, keyed
 from tests.fakes.openai_server import FakeOpenAIServer, closed_port_url, models_with_panel, openai_server  # noqa: F401
 from tests.records_support import store_of
-from tests.worker_support import CallbackReceiver, run_worker_burst
+from tests.worker_support import BrokenClient, CallbackReceiver, run_worker_burst
 from workers.settings import WorkerSettings
 
 # about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
@@ -370,19 +370,6 @@ def test_a_worker_shutdown_during_the_llm_tier_leaves_the_job_to_run_again(
         done = api.get(f"/v1/assessments/{aid}").json()
     assert done["status"] == "done" and done["llm_tier"]["status"] == "done", done["llm_tier"]
     assert all(c["risk"]["basis"] == "cheap+llm" for c in done["candidates"])
-
-
-class BrokenClient:
-    """An LLM client whose every call raises something no retry would mend (a bug, a broken dependency)."""
-
-    def metered(self, meter: Any) -> BrokenClient:
-        return self
-
-    async def chat(self, *args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("the judge client is broken")
-
-    async def aclose(self) -> None:
-        pass
 
 
 def test_an_llm_tier_that_fails_outright_ends_with_the_cheap_result_and_the_reason(

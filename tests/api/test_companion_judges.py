@@ -17,9 +17,9 @@ from service.app.resources import Resources
 from service.core.novelty import NoveltyIndex
 from service.core.poller import POLLER_PROMPT_HASHES
 from service.core.settings import LLMSettings, Settings
-from tests.conftest import issue_test_key, keyed
+from tests.conftest import TEST_TENANT, issue_test_key, keyed
 from tests.fakes.openai_server import FakeOpenAIServer, Reply, fake, openai_server  # noqa: F401
-from tests.worker_support import run_worker_burst
+from tests.worker_support import run_job, run_worker_burst
 
 PERSONA = {
     "author": "北岛",
@@ -145,31 +145,13 @@ def test_persona_versions_and_a_p3_evaluation_through_a_worker(
     # a redelivered job reads the stored result and asks no judge again
     from workers.judge_jobs import judge
 
-    outcome = _run_job(judge_settings, judge, "poller", eid)
+    outcome = run_job(judge_settings, judge, TEST_TENANT, "poller", eid)
     assert outcome == "already finished" and len(fake.requests) == 4
 
     # deleting the persona leaves the evaluation (and its text) readable
     assert api.delete(f"/v1/personas/{pid}").json() == {"id": pid, "deleted": True}
     assert api.get(f"/v1/personas/{pid}").status_code == 404
     assert api.get(f"/v1/poller/evaluations/{eid}").json()["result"]["signature"]["persona_version"]
-
-
-def _run_job(settings: Settings, job: Any, kind: str, jid: str, job_try: int = 1) -> str:
-    import asyncio
-
-    from tests.conftest import TEST_TENANT
-    from workers.lifecycle import shutdown, startup
-
-    async def go() -> str:
-        # what ARQ passes a job: its try, and the worker's shared clients (here without a provider)
-        ctx: dict[str, Any] = {"settings": settings, "llm": None, "nice": False, "job_try": job_try}
-        await startup(ctx)
-        try:
-            return str(await job(ctx, TEST_TENANT, kind, jid))
-        finally:
-            await shutdown(ctx)
-
-    return asyncio.run(go())
 
 
 def test_mata_grades_in_english_and_telugu_through_a_worker(
@@ -396,7 +378,7 @@ def test_a_judge_job_lost_too_often_reads_failed_with_the_reason(
                                                   "judges": [{"model": "grader-x", "family": "openai"}]})  # fmt: skip
     assert submitted.status_code == 202, submitted.text
     submitted = submitted.json()
-    outcome = _run_job(judge_settings, judge, "grades", submitted["id"], job_try=MAX_TRIES + 1)
+    outcome = run_job(judge_settings, judge, TEST_TENANT, "grades", submitted["id"], job_try=MAX_TRIES + 1)
     assert outcome == "gave up" and fake.requests == []
     failed = api.get(f"/v1/mata/grades/{submitted['id']}").json()
     assert failed["status"] == "failed" and "gave up" in failed["error"]

@@ -1,4 +1,5 @@
-"""Panel adjudication: the majority table, strict parsing, no provider -> skipped, judges on the fake server."""
+"""Panel adjudication: the majority table, strict parsing, no provider -> skipped, judges on the fake server; its job
+is a judge job like a MATA grade's (one deadline, one failure policy)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from service.core.review import majority_label, parse_adjudication
 from service.core.settings import LLMSettings
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.review.conftest import make_client, make_settings
-from tests.worker_support import run_worker_burst
+from tests.worker_support import BrokenClient, run_job, run_worker_burst
 
 NO, MI, MA = (
     '{"error": "no", "severity": "none"}',
@@ -131,3 +132,73 @@ def test_panel_on_fake_server(
         # panel labels are stored apart from human verdicts
         assert api.get("/v1/calibration/report").json()["labels"]["items"] == 0
         assert len(api.get("/v1/adjudications").json()) == 2
+
+
+ADJ = {"source": "Evaṃ me sutaṃ.", "candidate": "Thus I heard.", "reference": "So I have heard.", "panel": "adj"}
+
+
+def _grade(judge_model: str) -> dict[str, Any]:
+    return {"question": f"q {uuid.uuid4().hex}", "answer": "a", "response": "r",
+            "judges": [{"model": judge_model, "family": "openai"}]}  # fmt: skip
+
+
+def test_a_failing_adjudication_reads_failed_like_a_mata_job(
+    fake: FakeOpenAIServer, models_dir: Path, db_path: Path, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    llm = LLMSettings(base_url=fake.base_url, api_key="k", max_retries=0, panel="adj")
+    settings = make_settings(models_dir, llm)
+    with make_client(settings, tenant, monkeypatch) as api:
+        adj = api.post("/v1/adjudications", json={**ADJ, "source": f"Evaṃ {uuid.uuid4().hex}."}).json()
+        grade = api.post("/v1/mata/grades", json=_grade("grader-x")).json()
+        # a judge client that fails outright: the job ends, with the reason, instead of failing in ARQ for good
+        assert run_worker_burst(settings, ctx={"llm": BrokenClient()}).jobs_failed == 0
+        failed_adj = api.get(f"/v1/adjudications/{adj['id']}").json()
+        failed_grade = api.get(f"/v1/mata/grades/{grade['id']}").json()
+        assert failed_grade["status"] == "failed" and "the judge client is broken" in failed_grade["error"]
+        assert failed_adj["status"] == "failed" and "the judge client is broken" in failed_adj["reason"]
+        assert api.get("/v1/adjudications").json() == []  # no label was stored
+        # a redelivery finds it finished and asks nobody
+        run_worker_burst(settings)
+        assert fake.requests == [] and api.get(f"/v1/adjudications/{adj['id']}").json()["status"] == "failed"
+
+
+def test_an_adjudication_lost_too_often_reads_failed_like_a_mata_job(
+    fake: FakeOpenAIServer, models_dir: Path, db_path: Path, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workers.judge_jobs import adjudicate, judge
+    from workers.policy import MAX_TRIES
+
+    llm = LLMSettings(base_url=fake.base_url, api_key="k", max_retries=0, panel="adj")
+    settings = make_settings(models_dir, llm)
+    with make_client(settings, tenant, monkeypatch) as api:
+        adj = api.post("/v1/adjudications", json=ADJ).json()
+        grade = api.post("/v1/mata/grades", json=_grade("grader-x")).json()
+        # ARQ's spare delivery: every try so far lost its worker
+        assert run_job(settings, adjudicate, tenant, adj["id"], job_try=MAX_TRIES + 1) == "gave up"
+        assert run_job(settings, judge, tenant, "grades", grade["id"], job_try=MAX_TRIES + 1) == "gave up"
+        assert "gave up" in api.get(f"/v1/adjudications/{adj['id']}").json()["reason"]
+        assert "gave up" in api.get(f"/v1/mata/grades/{grade['id']}").json()["error"]
+        run_worker_burst(settings)  # the queued deliveries find them finished
+        assert fake.requests == [] and api.get(f"/v1/adjudications/{adj['id']}").json()["status"] == "failed"
+
+
+def test_an_adjudication_past_the_llm_deadline_reads_its_judges_timed_out_like_a_mata_job(
+    fake: FakeOpenAIServer, models_dir: Path, db_path: Path, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    llm = LLMSettings(base_url=fake.base_url, api_key="k", max_retries=0, panel="adj", deadline_seconds=1.0)
+    for model in ("adj-a", "adj-b", "adj-c"):
+        fake.script(model, [Reply(MA, delay=6.0)])  # each judge answers long after the deadline
+    settings = make_settings(models_dir, llm)
+    with make_client(settings, tenant, monkeypatch) as api:
+        adj = api.post("/v1/adjudications", json={**ADJ, "source": f"Evaṃ {uuid.uuid4().hex}."}).json()
+        grade = api.post("/v1/mata/grades", json=_grade("slow-6")).json()
+        started = time.monotonic()
+        assert run_worker_burst(settings).jobs_failed == 0
+        assert time.monotonic() - started < 5.0  # nobody waited for the answers
+        body = api.get(f"/v1/adjudications/{adj['id']}").json()
+        graded = api.get(f"/v1/mata/grades/{grade['id']}").json()
+    assert [j["status"] for j in graded["results"][0]["judges"]] == ["timed_out"], graded
+    assert body["status"] == "inconclusive" and body["label"] is None
+    assert [j["status"] for j in body["judges"]] == ["timed_out"] * 3

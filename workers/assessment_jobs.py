@@ -40,20 +40,17 @@ __all__ = ["assess_cheap", "assess_llm"]
 logger = logging.getLogger("trisk.workers")
 
 
-async def _load(w: WorkerContext, tenant: str, aid: str) -> AssessmentState | None:
+async def _work_left(w: WorkerContext, tenant: str, aid: str) -> AssessmentState | str:
+    """The assessment as stored, or what a job that finds nothing to do returns."""
     try:
-        return await w.store.get(tenant, aid)
+        state = await w.store.get(tenant, aid)
     except NotFound:
-        return None  # expired or rolled back before the job ran
-
-
-def _finished(state: AssessmentState) -> str | None:
-    """What a job that finds nothing to do returns (None: there is work)."""
+        return "gone"  # expired or rolled back before the job ran
     if state.failed is not None:
         return "failed earlier"
     if state.tail_done:
         return "already finished"
-    return None
+    return state
 
 
 async def _gave_up(w: WorkerContext, tries: int, state: AssessmentState) -> bool:
@@ -103,11 +100,9 @@ async def _queue_llm(w: WorkerContext, meta: Any) -> None:
 
 @observed("assess_cheap")
 async def assess_cheap(w: WorkerContext, tries: int, tenant: str, aid: str) -> str:
-    state = await _load(w, tenant, aid)
-    if state is None:
-        return "gone"
-    if (nothing := _finished(state)) is not None:
-        return nothing
+    state = await _work_left(w, tenant, aid)
+    if isinstance(state, str):
+        return state
     if state.cheap is not None and "llm" in state.meta.parts and JOB_POLICY.lost(tries):
         # the cheap part is stored and the LLM job may be healthy: hand over to it (it ends the assessment either way)
         await _queue_llm(w, state.meta)
@@ -167,11 +162,9 @@ class _LLMRun:
 
 @observed("assess_llm")
 async def assess_llm(w: WorkerContext, tries: int, tenant: str, aid: str) -> str:
-    state = await _load(w, tenant, aid)
-    if state is None:
-        return "gone"
-    if (nothing := _finished(state)) is not None:
-        return nothing
+    state = await _work_left(w, tenant, aid)
+    if isinstance(state, str):
+        return state
     if state.cheap is None:
         raise Retry(defer=2)  # the cheap part is not stored yet (should not happen: it enqueues us)
     if await _gave_up(w, tries, state):

@@ -3,14 +3,17 @@ is a judge job like a MATA grade's (one deadline, one failure policy)."""
 
 from __future__ import annotations
 
+import contextlib
+import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from service.core.review import majority_label, parse_adjudication
-from service.core.settings import LLMSettings
+from service.core.settings import LLMSettings, Settings
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.review.conftest import make_client, make_settings
 from tests.worker_support import BrokenClient, run_job, run_worker_burst
@@ -142,24 +145,34 @@ def _grade(judge_model: str) -> dict[str, Any]:
             "judges": [{"model": judge_model, "family": "openai"}]}  # fmt: skip
 
 
+@contextlib.contextmanager
+def _adjudication_and_grade(
+    fake: FakeOpenAIServer, models_dir: Path, tenant: str, monkeypatch: pytest.MonkeyPatch, grader: str, **llm: Any
+) -> Iterator[tuple[Settings, Any, str, str]]:
+    """The settings, the API, and the ids of a queued adjudication and a queued MATA grade (judged by ``grader``)."""
+    llm_settings = LLMSettings(base_url=fake.base_url, api_key="k", max_retries=0, panel="adj", **llm)
+    settings = make_settings(models_dir, llm_settings)
+    with make_client(settings, tenant, monkeypatch) as api:
+        # a source of this run's own: the worker's response cache keeps answers across runs
+        adj = api.post("/v1/adjudications", json={**ADJ, "source": f"Evaṃ {uuid.uuid4().hex}."}).json()
+        grade = api.post("/v1/mata/grades", json=_grade(grader)).json()
+        yield settings, api, adj["id"], grade["id"]
+
+
 def test_a_failing_adjudication_reads_failed_like_a_mata_job(
     fake: FakeOpenAIServer, models_dir: Path, db_path: Path, tenant: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    llm = LLMSettings(base_url=fake.base_url, api_key="k", max_retries=0, panel="adj")
-    settings = make_settings(models_dir, llm)
-    with make_client(settings, tenant, monkeypatch) as api:
-        adj = api.post("/v1/adjudications", json={**ADJ, "source": f"Evaṃ {uuid.uuid4().hex}."}).json()
-        grade = api.post("/v1/mata/grades", json=_grade("grader-x")).json()
+    with _adjudication_and_grade(fake, models_dir, tenant, monkeypatch, "grader-x") as (settings, api, adj, grade):
         # a judge client that fails outright: the job ends, with the reason, instead of failing in ARQ for good
         assert run_worker_burst(settings, ctx={"llm": BrokenClient()}).jobs_failed == 0
-        failed_adj = api.get(f"/v1/adjudications/{adj['id']}").json()
-        failed_grade = api.get(f"/v1/mata/grades/{grade['id']}").json()
+        failed_adj = api.get(f"/v1/adjudications/{adj}").json()
+        failed_grade = api.get(f"/v1/mata/grades/{grade}").json()
         assert failed_grade["status"] == "failed" and "the judge client is broken" in failed_grade["error"]
         assert failed_adj["status"] == "failed" and "the judge client is broken" in failed_adj["reason"]
         assert api.get("/v1/adjudications").json() == []  # no label was stored
         # a redelivery finds it finished and asks nobody
         run_worker_burst(settings)
-        assert fake.requests == [] and api.get(f"/v1/adjudications/{adj['id']}").json()["status"] == "failed"
+        assert fake.requests == [] and api.get(f"/v1/adjudications/{adj}").json()["status"] == "failed"
 
 
 def test_an_adjudication_lost_too_often_reads_failed_like_a_mata_job(
@@ -168,37 +181,28 @@ def test_an_adjudication_lost_too_often_reads_failed_like_a_mata_job(
     from workers.judge_jobs import adjudicate, judge
     from workers.policy import MAX_TRIES
 
-    llm = LLMSettings(base_url=fake.base_url, api_key="k", max_retries=0, panel="adj")
-    settings = make_settings(models_dir, llm)
-    with make_client(settings, tenant, monkeypatch) as api:
-        adj = api.post("/v1/adjudications", json=ADJ).json()
-        grade = api.post("/v1/mata/grades", json=_grade("grader-x")).json()
+    with _adjudication_and_grade(fake, models_dir, tenant, monkeypatch, "grader-x") as (settings, api, adj, grade):
         # ARQ's spare delivery: every try so far lost its worker
-        assert run_job(settings, adjudicate, tenant, adj["id"], job_try=MAX_TRIES + 1) == "gave up"
-        assert run_job(settings, judge, tenant, "grades", grade["id"], job_try=MAX_TRIES + 1) == "gave up"
-        assert "gave up" in api.get(f"/v1/adjudications/{adj['id']}").json()["reason"]
-        assert "gave up" in api.get(f"/v1/mata/grades/{grade['id']}").json()["error"]
+        assert run_job(settings, adjudicate, tenant, adj, job_try=MAX_TRIES + 1) == "gave up"
+        assert run_job(settings, judge, tenant, "grades", grade, job_try=MAX_TRIES + 1) == "gave up"
+        assert "gave up" in api.get(f"/v1/adjudications/{adj}").json()["reason"]
+        assert "gave up" in api.get(f"/v1/mata/grades/{grade}").json()["error"]
         run_worker_burst(settings)  # the queued deliveries find them finished
-        assert fake.requests == [] and api.get(f"/v1/adjudications/{adj['id']}").json()["status"] == "failed"
+        assert fake.requests == [] and api.get(f"/v1/adjudications/{adj}").json()["status"] == "failed"
 
 
 def test_an_adjudication_past_the_llm_deadline_reads_its_judges_timed_out_like_a_mata_job(
     fake: FakeOpenAIServer, models_dir: Path, db_path: Path, tenant: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import time
-
-    llm = LLMSettings(base_url=fake.base_url, api_key="k", max_retries=0, panel="adj", deadline_seconds=1.0)
     for model in ("adj-a", "adj-b", "adj-c"):
         fake.script(model, [Reply(MA, delay=6.0)])  # each judge answers long after the deadline
-    settings = make_settings(models_dir, llm)
-    with make_client(settings, tenant, monkeypatch) as api:
-        adj = api.post("/v1/adjudications", json={**ADJ, "source": f"Evaṃ {uuid.uuid4().hex}."}).json()
-        grade = api.post("/v1/mata/grades", json=_grade("slow-6")).json()
+    judged = _adjudication_and_grade(fake, models_dir, tenant, monkeypatch, "slow-6", deadline_seconds=1.0)
+    with judged as (settings, api, adj, grade):
         started = time.monotonic()
         assert run_worker_burst(settings).jobs_failed == 0
         assert time.monotonic() - started < 5.0  # nobody waited for the answers
-        body = api.get(f"/v1/adjudications/{adj['id']}").json()
-        graded = api.get(f"/v1/mata/grades/{grade['id']}").json()
+        body = api.get(f"/v1/adjudications/{adj}").json()
+        graded = api.get(f"/v1/mata/grades/{grade}").json()
     assert [j["status"] for j in graded["results"][0]["judges"]] == ["timed_out"], graded
     assert body["status"] == "inconclusive" and body["label"] is None
     assert [j["status"] for j in body["judges"]] == ["timed_out"] * 3

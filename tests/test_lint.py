@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 # about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
-pytestmark = pytest.mark.long(40)
+pytestmark = pytest.mark.long(45)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Annotated
 
 import msgspec
 import numpy as np
-from scipy import stats
-from sklearn.metrics import cohen_kappa_score, roc_auc_score
 
 from service.core.budget import REVIEW_BUDGETS, budget_count
 
@@ -44,6 +43,15 @@ __all__ = [
     "top_k_mask",
     "wilson_interval",
 ]
+
+
+def _stats() -> ModuleType:
+    """scipy.stats, imported on first use: with scikit-learn's metrics it is about 1 s of CPU, paid by every API,
+    worker and CLI process that imports this module (through the app) and never computes a statistic."""
+    from scipy import stats
+
+    return stats
+
 
 # the review budgets are the budget module's (with the rule of how many items one covers)
 DEFAULT_BUDGETS = REVIEW_BUDGETS
@@ -73,6 +81,8 @@ def auc(scores: ArrayLike, labels: ArrayLike) -> float:
     n_pos = int(y.sum())
     if n_pos == 0 or n_pos == y.shape[0]:
         return math.nan
+    from sklearn.metrics import roc_auc_score  # imported on first use, as _stats says
+
     return float(roc_auc_score(y, s))
 
 
@@ -88,15 +98,15 @@ def auc_interval(scores: ArrayLike, labels: ArrayLike, confidence: float = 0.95)
     m, n = pos.shape[0], neg.shape[0]
     if m < 2 or n < 2:
         return (math.nan, math.nan)
-    ranks = stats.rankdata(np.concatenate([pos, neg]))
+    ranks = _stats().rankdata(np.concatenate([pos, neg]))
     # V10: share of negatives below each positive; V01: share of positives above each negative (ties one half)
-    v10 = (ranks[:m] - stats.rankdata(pos)) / n
-    v01 = 1.0 - (ranks[m:] - stats.rankdata(neg)) / m
+    v10 = (ranks[:m] - _stats().rankdata(pos)) / n
+    v01 = 1.0 - (ranks[m:] - _stats().rankdata(neg)) / m
     value = float(v10.mean())
     if value <= 0.0 or value >= 1.0:
         return (math.nan, math.nan)
     se = math.sqrt(float(np.var(v10, ddof=1)) / m + float(np.var(v01, ddof=1)) / n)
-    z = float(stats.norm.ppf(0.5 + confidence / 2.0))
+    z = float(_stats().norm.ppf(0.5 + confidence / 2.0))
     return (max(0.0, value - z * se), min(1.0, value + z * se))
 
 
@@ -152,7 +162,7 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
         raise ValueError(f"need 0 <= successes <= n, got {successes}/{n}")
     if n == 0:
         return (math.nan, math.nan)
-    ci = stats.binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
+    ci = _stats().binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
     return (float(ci.low), float(ci.high))
 
 
@@ -212,7 +222,7 @@ def spearman(x: ArrayLike, y: ArrayLike) -> float:
     """Spearman's rho (``scipy.stats.spearmanr``, ties share their average rank); NaN if either side is constant
     or there are fewer than two pairs."""
     pair = _pair(x, y)
-    return math.nan if pair is None else float(stats.spearmanr(*pair).statistic)
+    return math.nan if pair is None else float(_stats().spearmanr(*pair).statistic)
 
 
 def cohen_kappa(a: Sequence[object], b: Sequence[object]) -> float:
@@ -232,6 +242,8 @@ def cohen_kappa(a: Sequence[object], b: Sequence[object]) -> float:
     index = {c: i for i, c in enumerate(cats)}
     codes_a = np.array([index[x] for x in a], dtype=np.int64)
     codes_b = np.array([index[y] for y in b], dtype=np.int64)
+    from sklearn.metrics import cohen_kappa_score  # imported on first use, as _stats says
+
     return float(cohen_kappa_score(codes_a, codes_b))
 
 
@@ -251,7 +263,7 @@ def cohen_kappa_rows(a: np.ndarray, b: np.ndarray, n_categories: int) -> np.ndar
 def pearson(x: ArrayLike, y: ArrayLike) -> float:
     """Pearson's r (``scipy.stats.pearsonr``); NaN if either side is constant or there are fewer than two pairs."""
     pair = _pair(x, y)
-    return math.nan if pair is None else float(stats.pearsonr(*pair).statistic)
+    return math.nan if pair is None else float(_stats().pearsonr(*pair).statistic)
 
 
 def pearson_rows(x: np.ndarray, y: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
@@ -288,8 +300,8 @@ def spearman_rows(x: np.ndarray, y: np.ndarray, mask: np.ndarray | None = None) 
     y = np.asarray(y, dtype=np.float64)
     m = np.ones(x.shape, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
     m = m & np.isfinite(x) & np.isfinite(y)
-    rx = stats.rankdata(np.where(m, x, np.nan), method="average", axis=1, nan_policy="omit")
-    ry = stats.rankdata(np.where(m, y, np.nan), method="average", axis=1, nan_policy="omit")
+    rx = _stats().rankdata(np.where(m, x, np.nan), method="average", axis=1, nan_policy="omit")
+    ry = _stats().rankdata(np.where(m, y, np.nan), method="average", axis=1, nan_policy="omit")
     return pearson_rows(rx, ry, m)
 
 

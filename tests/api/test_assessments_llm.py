@@ -29,7 +29,7 @@ from tests.worker_support import BrokenClient, CallbackReceiver, run_worker_burs
 from workers.settings import WorkerSettings
 
 # about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
-pytestmark = pytest.mark.long(50)
+pytestmark = pytest.mark.long(65)
 
 SOURCE = "Sattaratanasampannā, Tīsu sikkhāsu sikkhitā; Anuvicaranti mahāvīrā, Pahīnabhayabheravā."
 CANDIDATES = [

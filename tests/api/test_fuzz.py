@@ -30,6 +30,9 @@ from service.core.settings import Settings
 from tests.conftest import issue_test_key
 from tests.worker_support import live_worker_heartbeat
 
+# about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
+pytestmark = pytest.mark.long(60)
+
 DOC = json.loads((Path(__file__).resolve().parents[2] / "openapi" / "openapi.json").read_text())
 # A schema-valid request may still be refused with a 422: the API answers semantic problems (an index not loaded
 # for that language, a batch over its limit, too few labels to fit a model) with 422, malformed ones with 400.

@@ -34,6 +34,9 @@ from tests.api.test_redis_restarts import (
 from tests.conftest import issue_test_key, keyed
 from tests.worker_support import run_worker_burst
 
+# about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
+pytestmark = pytest.mark.long(35)
+
 FILLER = "filler:"
 LIMIT = "6mb"
 

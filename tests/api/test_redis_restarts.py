@@ -28,6 +28,9 @@ from service.local_redis import RedisServer
 from tests.api.test_assessments import GOOD, _assessment
 from tests.conftest import TEST_TENANT, issue_test_key, keyed
 
+# about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
+pytestmark = pytest.mark.long(30)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # one request of each kind of Redis use: the job queue (submissions, batches); reading assessments and batches needs

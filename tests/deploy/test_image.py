@@ -45,7 +45,7 @@ from tests.durable_support import PostgresServer, uses_engine
 from tests.support.postgres_server import CertificateAuthority, PrivatePostgres
 
 # about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
-pytestmark = pytest.mark.long(90)
+pytestmark = pytest.mark.long(140)
 
 WHEEL_CACHE = ROOT / "var" / "cache" / "image-wheels"
 DF = parse_dockerfile()

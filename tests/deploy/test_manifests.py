@@ -32,6 +32,9 @@ from tests.deploy.support import (
     pod_spec,
 )
 
+# about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
+pytestmark = pytest.mark.long(35)
+
 DOCS = manifest_docs()
 # kinds whose schemas come from a CRD, not from Kubernetes: kubernetes-validate bundles no CRD schemas
 CRD_GROUPS = {"keda.sh"}

@@ -38,7 +38,7 @@ from tests.durable.test_rollback import _checkout, rollback_base
 from tests.support.postgres_server import CertificateAuthority, PrivatePostgres
 
 # about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
-pytestmark = pytest.mark.long(60)
+pytestmark = pytest.mark.long(100)
 
 DOCS = manifest_docs()
 DB_HOST = "postgres.example.internal"  # the host of secrets.env.example's URL

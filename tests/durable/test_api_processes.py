@@ -31,7 +31,7 @@ from tests.review.support import iid, write_assessment
 from tests.support.redis_server import private_redis_server
 
 # about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
-pytestmark = pytest.mark.long(15)
+pytestmark = pytest.mark.long(30)
 
 SERVERS = 3
 THREADS_PER_SERVER = 3

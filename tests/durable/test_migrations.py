@@ -28,7 +28,7 @@ from service.core.settings import DurableSettings
 from tests.durable_support import PostgresServer, sqlite_settings, uses_engine
 
 # about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
-pytestmark = pytest.mark.long(20)
+pytestmark = pytest.mark.long(60)
 
 LEGACY_SCHEMA = (Path(__file__).parent / "legacy_schema.sql").read_text(encoding="utf-8")
 TABLES = ("verdicts", "adjudications", "fits", "risk_models", "model_activations")

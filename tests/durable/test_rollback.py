@@ -33,7 +33,7 @@ from service.evaluation import free_port
 from tests.conftest import TEST_REDIS_URL
 
 # about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
-pytestmark = pytest.mark.long(25)
+pytestmark = pytest.mark.long(65)
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_FILE = Path(__file__).with_name("rollback_base.txt")

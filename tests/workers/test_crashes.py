@@ -34,7 +34,7 @@ from tests.support.redis_server import private_redis_server
 from tests.worker_support import CallbackReceiver
 
 # about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
-pytestmark = pytest.mark.long(65)
+pytestmark = pytest.mark.long(110)
 
 TENANT = "test-crashes"
 SOURCE = "Sattaratanasampannā, Tīsu sikkhāsu sikkhitā; Anuvicaranti mahāvīrā, Pahīnabhayabheravā."

@@ -21,6 +21,9 @@ from service.core.store import Store
 from tests.conftest import TEST_REDIS_URL, issue_test_key
 from tests.worker_support import run_worker_burst
 
+# about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
+pytestmark = pytest.mark.long(45)
+
 SOURCE = "Sattaratanasampannā, Tīsu sikkhāsu sikkhitā; Anuvicaranti mahāvīrā, Pahīnabhayabheravā."
 GOOD = [
     "Endowed with the seven treasures, trained in the three trainings, the great heroes wander, fearless.",

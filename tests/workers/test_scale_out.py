@@ -29,7 +29,7 @@ from tests.records_support import pooled_count, store_of, stored_ids
 from tests.support.redis_server import private_redis_server
 
 # about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
-pytestmark = pytest.mark.long(20)
+pytestmark = pytest.mark.long(40)
 
 TENANT = "evaluation"  # the tenant of the key Stack issues
 PLAIN = 20  # assessments without a key, sent alternately to the two APIs

@@ -14,7 +14,7 @@ from tests.conftest import TEST_REDIS_URL
 from tests.fakes.openai_server import models_with_panel
 
 # about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
-pytestmark = pytest.mark.long(15)
+pytestmark = pytest.mark.long(30)
 
 REPO = Path(__file__).resolve().parents[2]
 

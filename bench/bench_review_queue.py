@@ -124,6 +124,20 @@ def run(store: DurableStore, tenants: int, clients: int, requests: int) -> None:
     print(f"  claim of 5: p50 {pct(claimed, 50):.1f} ms, p99 {pct(claimed, 99):.1f} ms ({mean_won:.1f} items won)")
 
 
+def explain(engine: sa.Engine, dialect: str) -> None:
+    """The plans of the statements the bench times, as the code builds them (tenant t3, the bench's filters; SQLite
+    compiles no FOR UPDATE: its write transaction serialises claims)."""
+    now = time.time()
+    page, count = rows.list_queries("t3", filters={}, flagged_only=True, status="pending", offset=0, limit=50, now=now)
+    claim = rows.claim_query("t3", 5, filters={}, flagged_only=True, now=now)
+    head = "EXPLAIN QUERY PLAN " if dialect == "sqlite" else "EXPLAIN "
+    with engine.connect() as con:
+        for name, stmt in (("list page", page), ("list count", count), ("claim", claim)):
+            sql = str(stmt.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
+            plan = [str(r[-1]) for r in con.exec_driver_sql(head + sql)]
+            print(f"  {name} plan:\n    " + "\n    ".join(plan))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--engine", choices=["sqlite", "postgresql"], default="postgresql")
@@ -156,16 +170,7 @@ def main() -> None:
                 size = con.execute(sa.text("SELECT pg_total_relation_size('review_items')")).scalar_one()
             print(f"  review_items with its indexes: {size / args.rows:.0f} bytes per item")
         if args.explain:
-            claim_sql = (
-                "EXPLAIN SELECT id FROM review_items WHERE tenant = 't3' AND verdicts = 0 "
-                "AND NOT (lease_id IS NOT NULL "
-                "AND lease_expires > 0) AND (expires_at IS NULL OR expires_at > 0) AND flagged "
-                "ORDER BY priority DESC, id DESC LIMIT 5 FOR UPDATE SKIP LOCKED"
-            )
-            if args.engine == "sqlite":  # no row locks on SQLite: the write transaction serialises claims
-                claim_sql = claim_sql.replace("EXPLAIN", "EXPLAIN QUERY PLAN").replace(" FOR UPDATE SKIP LOCKED", "")
-            with engine.connect() as con:
-                print("  claim plan:\n    " + "\n    ".join(str(r[-1]) for r in con.exec_driver_sql(claim_sql)))
+            explain(engine, args.engine)
         print(f"  {args.clients} clients, {args.requests} list+claim+release rounds:")
         run(store, args.tenants, args.clients, args.requests)
     finally:

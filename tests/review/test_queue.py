@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from redis.asyncio import Redis
 
 from service.core.durable import DurableStore, forget_items
+from service.core.durable import review_items as rows_module
 from service.core.durable.schema import assessments, review_items
 from service.core.errors import Conflict, Forbidden, InputError, NotFound
 from service.core.review import ReviewQueue, enqueue_for_review, queue_items
@@ -51,17 +52,37 @@ async def one(redis: Redis, db: DurableStore, tenant: str, cid: str = "only", pc
     return iid(st, cid)
 
 
+async def test_listing_counts_up_to_a_bound(
+    redis: Redis, durable_store: DurableStore, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page's total stops counting at offset + COUNTED (a lower bound then, exact False); whether another page
+    follows comes from the page itself, not from the count."""
+    await write_assessment(redis, tenant, CANDS, ref="mn1:1", db=durable_store)
+    q = ReviewQueue(durable_store)
+    monkeypatch.setattr(rows_module, "COUNTED", 2)
+
+    async def page(offset: int, limit: int) -> tuple[list[str], int, bool, bool]:
+        listed = await q.list(tenant, filters={}, flagged_only=False, status="any", offset=offset, limit=limit)
+        return [r[0].candidate_id for r in listed.rows], listed.total, listed.exact, listed.more
+
+    assert await page(0, 2) == (["c", "b"], 2, False, True)
+    assert await page(2, 2) == (["d", "a"], 4, False, True)
+    assert await page(3, 2) == (["a", "e"], 5, True, False)  # 5 items: within 3 + 2, counted exactly
+    monkeypatch.setattr(rows_module, "COUNTED", 5)
+    assert await page(0, 5) == (["c", "b", "d", "a", "e"], 5, True, False)
+
+
 async def test_budget_order_flagged_scope_and_filters(redis: Redis, durable_store: DurableStore, tenant: str) -> None:
     st = await write_assessment(redis, tenant, CANDS, ref="mn1:1", batch_id="b1", db=durable_store)
     q = ReviewQueue(durable_store)
-    rows, total = await q.list(tenant, filters={}, flagged_only=True, status="pending", offset=0, limit=50)
+    rows, total, *_ = await q.list(tenant, filters={}, flagged_only=True, status="pending", offset=0, limit=50)
     # forced first, then percentile desc; "a" (rest tier, no flag) is not flagged
     assert [r[0].candidate_id for r in rows] == ["c", "b", "d", "e"] and total == 4
-    rows, total = await q.list(tenant, filters={}, flagged_only=False, status="any", offset=0, limit=50)
+    rows, total, *_ = await q.list(tenant, filters={}, flagged_only=False, status="any", offset=0, limit=50)
     assert [r[0].candidate_id for r in rows] == ["c", "b", "d", "a", "e"] and total == 5
-    rows, _ = await q.list(tenant, filters={"model": "m2"}, flagged_only=False, status="any", offset=0, limit=50)
+    rows, *_ = await q.list(tenant, filters={"model": "m2"}, flagged_only=False, status="any", offset=0, limit=50)
     assert [r[0].candidate_id for r in rows] == ["b", "d"]
-    rows, _ = await q.list(
+    rows, *_ = await q.list(
         tenant,
         filters={"tier": "top_5", "batch_id": "b1", "lang": "pli"},
         flagged_only=True,
@@ -70,7 +91,7 @@ async def test_budget_order_flagged_scope_and_filters(redis: Redis, durable_stor
         limit=50,
     )
     assert [r[0].candidate_id for r in rows] == ["b"]
-    page, total = await q.list(tenant, filters={}, flagged_only=False, status="any", offset=1, limit=2)
+    page, total, *_ = await q.list(tenant, filters={}, flagged_only=False, status="any", offset=1, limit=2)
     assert [r[0].candidate_id for r in page] == ["b", "d"] and total == 5
     # the worker hook is idempotent
     assert await enqueue_for_review(durable_store, tenant, st) == 0
@@ -99,7 +120,7 @@ async def test_queue_order_is_the_one_ranking_across_assessments(
         ],
         db=db,
     )
-    rows, _ = await ReviewQueue(db).list(tenant, filters={}, flagged_only=False, status="any", offset=0, limit=9)
+    rows, *_ = await ReviewQueue(db).list(tenant, filters={}, flagged_only=False, status="any", offset=0, limit=9)
     assert [r[0].candidate_id for r in rows] == ["critical", "major", "high", "low"]
     assert [round(r[0].priority, 4) for r in rows] == [4.1024, 3.9372, 0.8524, 0.75]
     lease = await ReviewQueue(db).claim(tenant, "alice", 3, 30, flagged_only=False)
@@ -188,7 +209,7 @@ async def test_a_reviewed_item_reads_reviewed_and_is_not_requeued(
     lease = await q.claim(tenant, "alice", 1, 30)
     await q.verdict(tenant, item, reviewer="alice", label="MAJOR", lease_id=lease.id)
     assert (await q.item_state(tenant, item))[1:] == ("reviewed", 1, None)
-    rows, _ = await q.list(tenant, filters={}, flagged_only=True, status="reviewed", offset=0, limit=10)
+    rows, *_ = await q.list(tenant, filters={}, flagged_only=True, status="reviewed", offset=0, limit=10)
     assert [r[0].id for r in rows] == lease.items and rows[0][1:] == ("reviewed", 1, None)
     assert (await q.list(tenant, filters={}, flagged_only=True, status="leased", offset=0, limit=10))[1] == 0
     assert (await q.list(tenant, filters={}, flagged_only=True, status="pending", offset=0, limit=10))[1] == 0
@@ -279,7 +300,7 @@ async def test_items_end_with_their_assessment(redis: Redis, durable_store: Dura
     old = msgspec.structs.replace(gone.meta, created_at=time.time() - 601)
     [expired] = queue_items(tenant, dataclasses.replace(gone, meta=old), retention_seconds=600)
     assert await q.add(tenant, [expired], refresh=True) == 0
-    rows, total = await q.list(tenant, filters={}, flagged_only=False, status="any", offset=0, limit=9)
+    rows, total, *_ = await q.list(tenant, filters={}, flagged_only=False, status="any", offset=0, limit=9)
     assert [r[0].id for r in rows] == [iid(kept, "k")] and total == 1
     with pytest.raises(NotFound):
         await q.item(tenant, iid(gone, "g"))

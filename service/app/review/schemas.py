@@ -8,6 +8,7 @@ import msgspec
 
 from service.core.budget import Budget
 from service.core.durable import Label
+from service.core.durable.review_items import COUNTED
 from service.core.llm import CandidateChecks
 from service.core.records import Routing, Status
 from service.core.review.adjudication import JudgeVote
@@ -65,9 +66,18 @@ class QueueItemOut(msgspec.Struct):
     flags: list[Flag] = msgspec.field(default_factory=list)  # the findings, worded for a reviewer
 
 
+_TOTAL = (
+    f"the items that match, counted up to offset + {COUNTED:,}: a lower bound when total_exact is false (the count "
+    "stops there, so a page costs the same at any queue size)"
+)
+
+
 class QueuePage(msgspec.Struct):
     items: list[QueueItemOut]
-    total: int
+    total: Annotated[int, msgspec.Meta(description=_TOTAL)]
+    total_exact: Annotated[
+        bool, msgspec.Meta(description="whether total is the exact number of matching items (false: at least total)")
+    ]
     offset: int
     limit: int
     next_offset: int | None

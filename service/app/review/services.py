@@ -121,8 +121,8 @@ class QueueFilters:
 
 
 async def queue_page(queue: ReviewQueue, tenant: str, filters: QueueFilters, *, offset: int, limit: int) -> QueuePage:
-    """One page of the queue in the one ranking (``risk.priority``), with the total that matches."""
-    rows, total = await queue.list(
+    """One page of the queue in the one ranking (``risk.priority``), with how many match (a bounded count)."""
+    listed = await queue.list(
         tenant,
         filters=filters.attributes(),
         flagged_only=filters.scope == "flagged",
@@ -130,9 +130,11 @@ async def queue_page(queue: ReviewQueue, tenant: str, filters: QueueFilters, *, 
         offset=offset,
         limit=limit,
     )
-    items = [item_out(it, st, n, lease) for it, st, n, lease in rows]
-    nxt = offset + limit if offset + limit < total else None
-    return QueuePage(items=items, total=total, offset=offset, limit=limit, next_offset=nxt)
+    items = [item_out(it, st, n, lease) for it, st, n, lease in listed.rows]
+    nxt = offset + limit if listed.more else None
+    return QueuePage(
+        items=items, total=listed.total, total_exact=listed.exact, offset=offset, limit=limit, next_offset=nxt
+    )
 
 
 def verdict_out(v: Verdict) -> VerdictOut:

@@ -18,7 +18,16 @@ from sqlalchemy.exc import ArgumentError, IntegrityError
 
 from service.core.settings import DurableSettings, SettingError
 
-__all__ = ["database_url", "describe", "is_duplicate_key", "lock", "make_engine", "ping", "write_transaction"]
+__all__ = [
+    "database_url",
+    "describe",
+    "is_duplicate_key",
+    "lock",
+    "make_engine",
+    "ping",
+    "unflushed_commit",
+    "write_transaction",
+]
 
 _WRITE = "trisk_durable_write"  # execution option: this connection's transaction will write
 _POSTGRES_SCHEMES = {"postgresql", "postgres", "postgresql+psycopg"}
@@ -119,6 +128,15 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
         con = con.execution_options(**{_WRITE: True})
         with con.begin():
             yield con
+
+
+def unflushed_commit(con: Connection) -> None:
+    """This write transaction's commit returns before its WAL reaches the disk (PostgreSQL ``synchronous_commit``
+    off for it alone): for writes a crash may lose without harm, whose wait for the flush would be most of their
+    time. A crash loses at most the last few hundred milliseconds of such commits, never a partial one, and a later
+    flushed commit flushes them too. SQLite: nothing (its synchronous setting is the connection's)."""
+    if con.dialect.name == "postgresql":
+        con.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
 
 
 def lock(con: Connection, key: str) -> None:

@@ -13,6 +13,10 @@ _enc = msgspec.json.Encoder()
 _RAW, _ZLIB = b"j", b"z"  # the first byte says which
 # below this a record rarely shrinks enough to pay for the inflate on every read
 _MIN_COMPRESS = 400
+# a decoder per type: msgspec.json.decode(type=...) rebuilds its view of the type on each call unless msgspec can
+# cache it on a Struct, and LLMPart's nested types cost 0.1 ms a call that way, half the API's CPU on GETs
+# (py-spy, bench/bench_store_scale.py); decoders are safe to share between threads
+_decoders: dict[Any, msgspec.json.Decoder[Any]] = {}
 
 
 def pack(obj: Any) -> bytes:
@@ -32,4 +36,7 @@ def unpack(blob: bytes, type_: Any = Any) -> Any:
         body = zlib.decompress(body)
     elif head != _RAW:
         raise msgspec.DecodeError(f"not a packed record (starts with {head!r})")
-    return msgspec.json.decode(body, type=type_)
+    decoder = _decoders.get(type_)
+    if decoder is None:
+        decoder = _decoders.setdefault(type_, msgspec.json.Decoder(type_))
+    return decoder.decode(body)

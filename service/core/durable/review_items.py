@@ -9,7 +9,10 @@ while the items and verdicts stay; a write lost between the two would leave an i
 PostgreSQL a claim is the standard work queue, ``SELECT ... ORDER BY priority DESC LIMIT n FOR UPDATE SKIP LOCKED``
 then an UPDATE in the same transaction: concurrent claimants take disjoint items without waiting for each other; on
 SQLite the write transaction (BEGIN IMMEDIATE) serialises claims. Renewals, releases and verdicts lock the rows they
-change (``FOR UPDATE``; SQLite's write transaction) before they check the lease.
+change (``FOR UPDATE``; SQLite's write transaction) before they check the lease. Claims, renewals and releases commit
+without waiting for PostgreSQL's WAL flush (``engine.unflushed_commit``: the flush was most of a claim's time): a
+crash may lose the last fraction of a second of them, which reads as leases that expired (or ended later), the state
+a reviewer already handles; verdicts wait for the flush.
 
 Expiry needs no sweeper: a lease is live while ``lease_expires > now``; an item whose lease ended is claimable again.
 Times are the writing process's clock (``time.time()``, hosts keep NTP time): a skew between hosts moves an expiry by
@@ -28,22 +31,27 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
+from service.core.durable.engine import unflushed_commit
 from service.core.durable.records import Label, Verdict
 from service.core.durable.schema import review_items, verdicts
 from service.core.durable.store import DurableStore, insert_verdict, read_verdicts
 from service.core.errors import Conflict, Forbidden, NotFound
 
 __all__ = [
+    "COUNTED",
     "FILTER_COLUMNS",
+    "ItemPage",
     "ItemRow",
     "ItemStatus",
     "LeaseRow",
     "add_items",
     "claim",
+    "claim_query",
     "count_verdicts",
     "forget_items",
     "item_row",
     "list_items",
+    "list_queries",
     "record_verdict",
     "release",
     "renew",
@@ -55,6 +63,9 @@ FILTER_COLUMNS = ("tier", "lang", "model", "batch_id")
 # columns a refresh (the final result replacing the cheap tier's) rewrites: never the time it joined, its lease or
 # its verdicts
 _REFRESHED = ("expires_at", "priority", "flagged", "forced", "tier", "lang", "model", "batch_id", "body")
+# a listing counts the items that match up to this many past its offset (the API's total_exact says whether it
+# stopped there): enough for a reviewer's sense of the queue, bounded whatever the queue's size
+COUNTED = 1_000
 _CHUNK = 500  # ids per statement when forgetting many assessments' items
 c = review_items.c
 
@@ -160,18 +171,21 @@ def item_row(store: DurableStore, tenant: str, item_id: str, now: float) -> Item
     return _item_of(row, now)
 
 
-def list_items(
-    store: DurableStore,
-    tenant: str,
-    *,
-    filters: dict[str, str],
-    flagged_only: bool,
-    status: str,
-    offset: int,
-    limit: int,
-    now: float,
-) -> tuple[list[ItemRow], int]:
-    """One page in the queue's order (priority, highest first) and the number of items that match."""
+class ItemPage(msgspec.Struct, frozen=True):
+    """One page of a listing: ``total`` counts the matching items up to ``offset + COUNTED`` (``exact`` False when
+    there are more); ``more`` says whether an item follows the page."""
+
+    items: list[ItemRow]
+    total: int
+    exact: bool
+    more: bool
+
+
+def list_queries(
+    tenant: str, *, filters: dict[str, str], flagged_only: bool, status: str, offset: int, limit: int, now: float
+) -> tuple[Any, Any]:
+    """A listing's two statements (bench/bench_review_queue.py prints their plans): the page, one row longer to tell
+    whether another follows, and the count of matching items up to ``offset + COUNTED`` (one more says "more")."""
     where = [c.tenant == tenant, _live(now)]
     if status == "reviewed":
         where.append(c.verdicts > 0)
@@ -184,11 +198,41 @@ def list_items(
     elif status != "any":
         raise ValueError(f"not a status of the review queue: {status!r}")
     page = _narrowed(sa.select(*_ROW).where(*where), filters, flagged_only)
-    count = _narrowed(sa.select(sa.func.count()).select_from(review_items).where(*where), filters, flagged_only)
+    page = page.order_by(c.priority.desc(), c.id.desc()).offset(offset).limit(limit + 1)
+    matching = _narrowed(sa.select(sa.literal_column("1")).where(*where), filters, flagged_only)
+    count = sa.select(sa.func.count()).select_from(matching.limit(offset + COUNTED + 1).subquery())
+    return page, count
+
+
+def list_items(
+    store: DurableStore,
+    tenant: str,
+    *,
+    filters: dict[str, str],
+    flagged_only: bool,
+    status: str,
+    offset: int,
+    limit: int,
+    now: float,
+) -> ItemPage:
+    """One page in the queue's order (priority, highest first) and how many items match, counted up to
+    ``offset + COUNTED``: an exact count walks every matching row, which at a million items took over a second per
+    page (bench/bench_review_queue.py), while a bounded one costs at most what the next pages would."""
+    page, count = list_queries(
+        tenant, filters=filters, flagged_only=flagged_only, status=status, offset=offset, limit=limit, now=now
+    )
     with store._read() as con:
-        rows = con.execute(page.order_by(c.priority.desc(), c.id.desc()).offset(offset).limit(limit)).all()
-        total = int(con.execute(count).scalar_one())
-    return [_item_of(r, now) for r in rows], total
+        rows = con.execute(page).all()
+        counted = int(con.execute(count).scalar_one())
+    bound = offset + COUNTED
+    return ItemPage([_item_of(r, now) for r in rows[:limit]], min(counted, bound), counted <= bound, len(rows) > limit)
+
+
+def claim_query(tenant: str, n: int, *, filters: dict[str, str], flagged_only: bool, now: float) -> Any:
+    """The ids a claim takes, locked (bench/bench_review_queue.py prints its plan): the open items' top ``n``."""
+    query = sa.select(c.id).where(c.tenant == tenant, _UNREVIEWED, sa.not_(_leased(now)), _live(now))
+    query = _narrowed(query, filters, flagged_only).order_by(c.priority.desc(), c.id.desc()).limit(n)
+    return query.with_for_update(skip_locked=True)
 
 
 def claim(
@@ -206,10 +250,9 @@ def claim(
     """Lease up to ``n`` open items (never reviewed, no live lease) in the queue's order: SKIP LOCKED on PostgreSQL
     (another claim's rows are passed over, not waited for), the write transaction on SQLite."""
     expires = now + lease_seconds
-    query = sa.select(c.id).where(c.tenant == tenant, _UNREVIEWED, sa.not_(_leased(now)), _live(now))
-    query = _narrowed(query, filters, flagged_only).order_by(c.priority.desc(), c.id.desc()).limit(n)
     with store._insert() as con:
-        ids = list(con.execute(query.with_for_update(skip_locked=True)).scalars())
+        unflushed_commit(con)  # a lease a crash loses is one that expired: its items are claimable again
+        ids = list(con.execute(claim_query(tenant, n, filters=filters, flagged_only=flagged_only, now=now)).scalars())
         if ids:
             con.execute(
                 review_items.update()
@@ -241,6 +284,7 @@ def renew(
     """Extend a live lease over its unreviewed items (its holder, or an admin key: the lease keeps its reviewer)."""
     expires = now + lease_seconds
     with store._insert() as con:
+        unflushed_commit(con)  # a renewal a crash loses leaves the lease to end at its earlier time
         rows = _held(con, tenant, lease_id, reviewer, admin, now)
         held = [r.id for r in rows if r.verdicts == 0]
         if not held:
@@ -252,6 +296,7 @@ def renew(
 def release(store: DurableStore, tenant: str, lease_id: str, reviewer: str, *, admin: bool, now: float) -> int:
     """End a live lease (its holder, or an admin key); returns how many unreviewed items went back to the queue."""
     with store._insert() as con:
+        unflushed_commit(con)  # a release a crash loses leaves the lease to expire
         rows = _held(con, tenant, lease_id, reviewer, admin, now)
         con.execute(
             review_items.update()

@@ -332,6 +332,17 @@ review_items = sa.Table(
         postgresql_where=sa.text("verdicts = 0"),
         sqlite_where=sa.text("verdicts = 0"),
     ),
+    # a claim and the default listing take flagged items only: with ``flagged`` in the key they read just those, in
+    # priority order, instead of filtering it on each row the unreviewed index gives (0007)
+    sa.Index(
+        "review_items_claim",
+        "tenant",
+        "flagged",
+        "priority",
+        "id",
+        postgresql_where=sa.text("verdicts = 0"),
+        sqlite_where=sa.text("verdicts = 0"),
+    ),
     sa.Index("review_items_assessment", "tenant", "assessment_id"),
     sa.Index("review_items_lease", "tenant", "lease_id"),
     sa.Index("review_items_batch", "tenant", "batch_id", "priority"),

@@ -16,7 +16,7 @@ import asyncio
 import hashlib
 import time
 import uuid
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -37,6 +37,7 @@ __all__ = [
     "ItemSnapshot",
     "Lease",
     "QueueItem",
+    "QueueListing",
     "ReviewQueue",
     "enqueue_for_review",
     "item_id_of",
@@ -175,6 +176,16 @@ _enc = msgspec.json.Encoder()
 QueueRow = tuple[QueueItem, ItemStatus, int, str | None]  # item, status, verdict count, live lease id
 
 
+class QueueListing(NamedTuple):
+    """A page of the queue: its rows, the matching items counted up to a bound (``exact`` False past it), and whether
+    another page follows."""
+
+    rows: list[QueueRow]
+    total: int
+    exact: bool
+    more: bool
+
+
 def _decoded(row: rows.ItemRow) -> QueueItem:
     # the body a refresh rewrote carries the refresh's time: the item keeps the time it joined the queue
     return msgspec.structs.replace(_item_dec.decode(row.body), enqueued_at=row.enqueued_at)
@@ -231,9 +242,10 @@ class ReviewQueue:
         status: str,
         offset: int,
         limit: int,
-    ) -> tuple[list[QueueRow], int]:
-        """Items in budget order (priority desc), filtered; returns one page and the total number that match."""
-        page, total = await asyncio.to_thread(
+    ) -> QueueListing:
+        """Items in budget order (priority desc), filtered: one page, the number that match (counted up to
+        ``offset + rows.COUNTED``) and whether another page follows."""
+        page = await asyncio.to_thread(
             rows.list_items,
             self.db,
             tenant,
@@ -244,7 +256,8 @@ class ReviewQueue:
             limit=limit,
             now=time.time(),
         )
-        return [(_decoded(r), r.status, r.verdicts, r.lease_id) for r in page], total
+        listed = [(_decoded(r), r.status, r.verdicts, r.lease_id) for r in page.items]
+        return QueueListing(listed, page.total, page.exact, page.more)
 
     async def claim(
         self,

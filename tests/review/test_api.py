@@ -12,6 +12,7 @@ from redis.asyncio import Redis
 
 from service.core.durable import DurableStore, database_url, make_engine, open_store
 from service.core.durable.access import issue_key
+from service.core.review import MAX_OFFSET
 from service.core.settings import DurableSettings, get_settings
 from service.core.store import AssessmentState
 from tests.review.conftest import make_client, make_settings
@@ -123,6 +124,15 @@ def test_bad_input_is_4xx(api: Any, tenant: str, path: str, payload: dict[str, A
     r = api.post(path.replace("{item}", iid(st, "a")), json=payload)
     assert r.status_code == status, r.text
     assert r.headers["content-type"].startswith("application/problem+json")
+
+
+@pytest.mark.parametrize("offset", [-1, MAX_OFFSET + 1, 2**70], ids=["negative", "past-max", "beyond-int64"])
+def test_a_listing_offset_out_of_range_is_400(api: Any, tenant: str, offset: int) -> None:
+    # 2**70 was a 500 (the database driver cannot hold it); the deepest served page is MAX_OFFSET
+    r = api.get("/v1/review/queue", params={"offset": offset})
+    assert r.status_code == 400, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert api.get("/v1/review/queue", params={"offset": MAX_OFFSET}).status_code == 200
 
 
 def test_verdict_survives_restart_and_redis_loss(

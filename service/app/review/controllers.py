@@ -24,7 +24,7 @@ from service.app.review.schemas import (
     VerdictRequest,
 )
 from service.core.durable import DurableStore
-from service.core.review import ReviewQueue
+from service.core.review import MAX_OFFSET, ReviewQueue
 from service.core.settings import Settings
 from service.core.store import Store
 
@@ -55,7 +55,7 @@ class ReviewController(Controller):
         batch: str | None = None,
         item_scope: Literal["flagged", "all"] = Parameter(query="scope", default="flagged"),
         status: Literal["pending", "open", "leased", "reviewed", "any"] = "pending",
-        offset: int = Parameter(default=0, ge=0),
+        offset: int = Parameter(default=0, ge=0, le=MAX_OFFSET),
         limit: int = Parameter(default=50, ge=1, le=500),
     ) -> QueuePage:
         return await services.queue_page(

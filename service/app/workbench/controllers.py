@@ -42,7 +42,7 @@ from service.core.auth import Principal
 from service.core.budget import DEFAULT_BUDGET
 from service.core.durable import DurableStore
 from service.core.errors import Conflict, Forbidden, MalformedRequest, NotFound
-from service.core.review import ReviewQueue, get_review_settings
+from service.core.review import MAX_OFFSET, ReviewQueue, get_review_settings
 from service.core.risk_catalog import ModelCatalog
 from service.core.settings import Settings
 from service.core.store import Store
@@ -205,7 +205,7 @@ async def queue_page(
     batch: str = "",
     scope: str = "flagged",
     status: str = "pending",
-    offset: int = Parameter(default=0, ge=0),
+    offset: int = Parameter(default=0, ge=0, le=MAX_OFFSET),
 ) -> Template:
     filters = _filters(tier, lang, model, batch, scope, status)
     listed = await review.queue_page(review_queue, tenant, filters, offset=offset, limit=PAGE_SIZE)
@@ -399,7 +399,7 @@ async def batch_page(
     store: Store,
     review_queue: ReviewQueue,
     tenant: str,
-    offset: int = Parameter(default=0, ge=0),
+    offset: int = Parameter(default=0, ge=0, le=MAX_OFFSET),
 ) -> Template:
     progress = await batch_progress(store, tenant, batch_id)
     items = await review.queue_page(

@@ -13,6 +13,7 @@ from service.core.review.adjudication import (
 )
 from service.core.review.queue import (
     FLAG_SEVERITIES,
+    MAX_OFFSET,
     ItemSnapshot,
     Lease,
     QueueItem,
@@ -28,6 +29,7 @@ __all__ = [
     "ADJUDICATION_PROMPT_HASH",
     "ADJUDICATION_PROMPT_VERSION",
     "FLAG_SEVERITIES",
+    "MAX_OFFSET",
     "ItemSnapshot",
     "JudgeVote",
     "Lease",

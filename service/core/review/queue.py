@@ -34,6 +34,7 @@ from service.core.views import candidate_result
 
 __all__ = [
     "FLAG_SEVERITIES",
+    "MAX_OFFSET",
     "ItemSnapshot",
     "Lease",
     "QueueItem",
@@ -47,6 +48,10 @@ __all__ = [
 ]
 
 FLAG_SEVERITIES = ("critical", "major", "minor")
+
+# the deepest page a listing serves: an offset walks every row before it (a deeper one is a 400, not a scan of a
+# million rows or an integer the database cannot hold); filters narrow a queue further than paging does
+MAX_OFFSET = 100_000
 
 
 class ItemSnapshot(msgspec.Struct):

@@ -198,6 +198,24 @@ CHECKS += (
         threshold_alone=OFF,
         needs_peers=True,
     ),
+    # three-word phrases most peers share that the candidate lacks (or has fewer times)
+    CheckSpec(
+        name="phrase_omission",
+        rule="critical.omission",
+        severity="major",
+        threshold=OFF,
+        threshold_alone=OFF,
+        needs_peers=True,
+    ),
+    # peers negating between the same words the candidate says straight on (or the other way round)
+    CheckSpec(
+        name="negation_context",
+        rule="critical.negation",
+        severity="major",
+        threshold=OFF,
+        threshold_alone=OFF,
+        needs_peers=True,
+    ),
 )
 SIGNALS = tuple(c.name for c in CHECKS)
 PEER_ONLY = tuple(c.name for c in CHECKS if c.needs_peers)

@@ -190,8 +190,9 @@ CHECKS += (
         threshold_alone=OFF,
         needs_peers=True,
     ),
+    # peers negating between the same words the candidate says straight on (or the other way round)
     CheckSpec(
-        name="negation_source",
+        name="negation_context",
         rule="critical.negation",
         severity="major",
         threshold=OFF,
@@ -202,15 +203,6 @@ CHECKS += (
     CheckSpec(
         name="phrase_omission",
         rule="critical.omission",
-        severity="major",
-        threshold=OFF,
-        threshold_alone=OFF,
-        needs_peers=True,
-    ),
-    # peers negating between the same words the candidate says straight on (or the other way round)
-    CheckSpec(
-        name="negation_context",
-        rule="critical.negation",
         severity="major",
         threshold=OFF,
         threshold_alone=OFF,

@@ -9,9 +9,9 @@ candidate is compared with that, not with a fixed rule:
 - **substitution**: a source stem the candidate renders fewer times than the peers, with a word in its place that
   renders another Pali stem, one absent from the source ("happiness", a rendering of sukha, where the source says
   dukkha and the peers "suffering");
-- **negation**: negators per source clause (na, no, mā, natthi, and a-/an- privatives the lexicon renders with
-  "not", "un-", "without"), the candidate's and each peer's counted in the clauses aligned to it (a monotone
-  alignment by lexical matches), a flip being a clause where the candidate differs from the peers' agreeing count.
+- **negation**: a negator the peers put between two words the candidate says one after the other (the word before
+  or after agreeing too), or one the candidate puts where the peers go straight on (counting negators per aligned
+  source clause caught nothing at a low false-flag rate: clause alignment is too loose for one word).
 
 Each finding carries character offsets in the candidate and reviewer wording.
 """
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from service.core.critical.renderings import EN_NEGATORS, TranslationLexicon, content_word, negative_word
+from service.core.critical.renderings import EN_NEGATORS, TranslationLexicon, content_word
 from service.core.critical.tokens import en_stem, pali_stem, pali_tokens
 from service.core.types import SignalResult, SignalSkipped, SignalValue
 
@@ -35,7 +35,6 @@ COVERAGE_SIGNALS = (
     "source_omission",
     "unlicensed_content",
     "term_substitution",
-    "negation_source",
     "negation_context",
     "phrase_omission",
 )
@@ -135,7 +134,6 @@ class TextView:
         nt_at = {m.start() + 2 for m in _NT.finditer(text)}
         self.stems: list[str] = []
         self.spans: list[tuple[int, int]] = []
-        self.neg: list[bool] = []
         for m in _WORD.finditer(text):
             low = m.group(0).lower()
             if m.start() in nt_at and low == "t":
@@ -145,13 +143,11 @@ class TextView:
             st = en_stem(low)
             self.stems.append(st)
             self.spans.append((m.start(), m.end()))
-            self.neg.append(st in EN_NEGATORS or (negative_word(st) and st in lex.negative_renderings))
         self.content = [content_word(s) and s not in EN_NEGATORS for s in self.stems]
         self.counts: Counter[str] = Counter(s for s, c in zip(self.stems, self.content, strict=True) if c)
         self.size = sum(self.counts.values())
         self.clauses = _groups(text, self.spans, _CLAUSE_END, after=True)
         self.sentences = _groups(text, self.spans, _SENTENCE_END, after=False)
-        self.clause_neg = [sum(1 for t in rng if self.neg[t]) for rng in self.clauses]
         self.at: dict[str, list[int]] = {}  # stem -> its token indices
         for t, st in enumerate(self.stems):
             self.at.setdefault(st, []).append(t)
@@ -196,8 +192,8 @@ class PassageCoverage:
         self.src = SourceView(source, lex)
         self.views = [TextView(c, lex) for c in candidates]
         self.counts = [_Counts(self.src, v) for v in self.views]
-        self._align = [self._clause_alignment(v) for v in self.views]
-        self._neg: np.ndarray | None = None  # negators per source clause of every text, computed on first use
+        self._align: dict[int, list[int]] = {}  # source clause per clause of a text, computed when a span needs it
+        self._df: Counter[str] | None = None  # in how many texts each content word is
         self._ctx: _Contexts | None = None  # the texts' words in their neighbours' context, built on first use
 
     def signals(self, i: int) -> dict[str, SignalResult]:
@@ -212,7 +208,6 @@ class PassageCoverage:
             "source_omission": self._omission(i, peers),
             "unlicensed_content": self._addition(i, peers),
             "term_substitution": self._substitution(i, peers),
-            "negation_source": self._negation(i, peers),
             "negation_context": self._negation_context(i, peers),
             "phrase_omission": self._phrase_omission(i, peers),
         }
@@ -261,7 +256,9 @@ class PassageCoverage:
         """Where the missing content would sit in the candidate: after the clause aligned to the source clause
         before the first source clause holding a missing stem."""
         first = next((j for j, (st, _, _) in enumerate(self.src.clauses) if any(s in missing for s in st)), 0)
-        align = self._align[i]
+        align = self._align.get(i)
+        if align is None:
+            align = self._align[i] = self._clause_alignment(self.views[i])
         view = self.views[i]
         before = [c for c, a in enumerate(align) if a < first]
         if not before or not view.clauses:
@@ -304,8 +301,9 @@ class PassageCoverage:
         view, ctx = self.views[i], self._contexts()
         seq = ctx.seqs[i]
         best, what = 0.0, None
+        df = self._document_frequency()
         for w in view.counts:
-            users = sum(1 for k in peers if self.views[k].counts.get(w, 0))
+            users = df[w] - 1  # the texts with the word, less the candidate
             if users > n / 3:
                 continue
             origin = self.lex.term_origin(w)
@@ -380,6 +378,11 @@ class PassageCoverage:
         )
         return SignalValue(value=round(value, 4), detail={"summary": summary, "spans": [[gap, gap]]})
 
+    def _document_frequency(self) -> Counter[str]:
+        if self._df is None:
+            self._df = Counter(w for v in self.views for w in v.counts)
+        return self._df
+
     def _synonyms(self, w: str, m: str) -> bool:
         """Whether two English stems render a common Pali stem (either is among the other's sources' renderings)."""
         a = {s[:_PREFIX] for s, p in self.lex.source_of.get(w, {}).items() if p >= RENDER_MIN}
@@ -445,7 +448,7 @@ class PassageCoverage:
     def _pali_display(self, stem: str) -> str:
         return self.src.display.get(stem, stem + "-")
 
-    # ------------------------------------------------------------------------------------------------ negation
+    # ------------------------------------------------------------------------------------------- clause alignment
     def _clause_alignment(self, view: TextView) -> list[int]:
         """Source clause index per candidate clause: monotone, maximising lexical matches (a dynamic programme with
         a small pull towards the proportional position)."""
@@ -476,78 +479,6 @@ class PassageCoverage:
             out[j - 1] = int(back[j][out[j]])
         return out
 
-    def _neg_per_source(self, k: int) -> np.ndarray:
-        view = self.views[k]
-        out = np.zeros(len(self.src.clauses))
-        for j, a in enumerate(self._align[k]):
-            out[a] += view.clause_neg[j]
-        return out
-
-    def _negation(self, i: int, peers: list[int]) -> SignalValue:
-        n = len(peers)
-        n_src = len(self.src.clauses)
-        if n_src == 0 or not self.views[i].clauses:
-            return SignalValue(value=0.0)
-        if self._neg is None:
-            self._neg = np.stack([self._neg_per_source(k) for k in range(len(self.views))])
-        cand = self._neg[i]
-        peer = self._neg[peers]
-        src = np.array([c[1] for c in self.src.clauses], dtype=float)
-        # every source clause c in three windows: c alone, with the one before, with the one after; a flip shows in
-        # all three, a negator the alignment put one clause off cancels in one of them
-        score = np.ones(n_src)
-        direction = np.zeros(n_src)
-        idx = np.arange(n_src)
-        cs_c = np.concatenate(([0.0], np.cumsum(cand)))
-        cs_p = np.concatenate((np.zeros((peer.shape[0], 1)), np.cumsum(peer, axis=1)), axis=1)
-        cs_s = np.concatenate(([0.0], np.cumsum(src)))
-        for lo_shift, hi_shift in ((0, 1), (-1, 1), (0, 2)):
-            lo, hi = np.maximum(0, idx + lo_shift), np.minimum(n_src, idx + hi_shift)
-            cv, pv, sv = cs_c[hi] - cs_c[lo], cs_p[:, hi] - cs_p[:, lo], cs_s[hi] - cs_s[lo]
-            med = np.median(pv, axis=0)
-            d = np.sign(med - cv)  # 1: the peers negate more (the candidate dropped one)
-            agree = np.where(direction == 0, d, np.where(direction == d, d, 0))
-            share = np.where(d > 0, (pv > cv).mean(axis=0), (pv < cv).mean(axis=0))
-            near_peers, near_cand = np.abs(sv - med), np.abs(sv - cv)
-            factor = np.where(near_peers < near_cand, 1.0, np.where(near_peers == near_cand, 0.6, 0.3))
-            score = np.minimum(score, np.where(agree != 0, share * factor, 0.0))
-            direction = agree
-        at = int(np.argmax(score))
-        best, side = float(score[at]), int(direction[at])
-        if best <= 0:
-            at = -1
-        if at < 0:
-            return SignalValue(value=0.0)
-        view = self.views[i]
-        mine = [j for j, a in enumerate(self._align[i]) if a == at]
-        spans = [list(view.span_of(view.clauses[j])) for j in mine]
-        if not spans:  # nothing of the candidate aligned there: the place after the clause before
-            gap = self._gap_at(i, at)
-            spans = [[gap, gap]]
-        text = view.text[spans[0][0] : spans[-1][1]]
-        there = f"\u201c{_clip(text)}\u201d" if text.strip() else "nothing of it there"
-        pali = _clip(self.src.clauses[at][2], 80)
-        differ = int(np.sum(peer[:, at] != cand[at]))
-        if side > 0:
-            summary = (
-                f"negation: the source clause \u201c{pali}\u201d has {int(src[at])} negator(s) and {differ}/{n} peers "
-                f"negate there; the candidate does not: {there}"
-            )
-        else:
-            summary = (
-                f"negation: the candidate negates {there} where the source clause \u201c{pali}\u201d "
-                f"has {int(src[at])} negator(s) and {differ}/{n} peers do not negate"
-            )
-        return SignalValue(
-            value=round(best, 4),
-            detail={"summary": summary, "spans": spans, "dropped": side > 0},
-        )
-
-    def _gap_at(self, i: int, source_clause: int) -> int:
-        view = self.views[i]
-        before = [j for j, a in enumerate(self._align[i]) if a < source_clause]
-        return view.after(view.clauses[before[-1]]) if before else 0
-
 
 _NEG = "\u00ac"  # every negator reads as one token in the contexts ("not", "no", "never" say the same here)
 
@@ -568,6 +499,7 @@ class _Contexts:
         self.trigrams: dict[tuple[str, ...], set[int]] = {}
         self.neg_quads: dict[tuple[str, ...], set[int]] = {}  # the four words around a negator, either side
         self.counts: list[Counter[tuple[str, ...]]] = []  # every text's trigrams with their counts
+        self._shared: tuple[float, list[tuple[str, ...]], np.ndarray] | None = None
         for k, seq in enumerate(self.seqs):
             counts: Counter[tuple[str, ...]] = Counter()
             self.counts.append(counts)
@@ -586,6 +518,14 @@ class _Contexts:
                         self.neg_quads.setdefault(tuple(seq[t - 2 : t + 2]), set()).add(k)
                     if t + 2 < len(seq):
                         self.neg_quads.setdefault(tuple(seq[t - 1 : t + 3]), set()).add(k)
+
+    def shared(self, min_texts: float) -> tuple[list[tuple[str, ...]], np.ndarray]:
+        """The trigrams in at least ``min_texts`` texts and their counts per text (texts x trigrams), once."""
+        if self._shared is None or self._shared[0] != min_texts:
+            grams = [g for g, texts in self.trigrams.items() if len(texts) >= min_texts]
+            counts = np.array([[c[g] for g in grams] for c in self.counts], dtype=float).reshape(len(self.counts), -1)
+            self._shared = (min_texts, grams, counts)
+        return self._shared[1], self._shared[2]
 
     def in_place_of(self, seq: list[str], t: int) -> dict[str, set[int]]:
         """word -> the texts that have it where ``seq`` has its word ``t`` (same neighbours on one side or both)."""

@@ -159,6 +159,9 @@ def test_negation_in_the_peers_context(checker: CriticalChecker, cand: str, drop
     assert _spanned(cand, s) == [spanned]
     assert "peers" in str(s.detail["summary"])
     assert _sig(checker, GOOD, "negation_context").value < 0.5
+    # the flag (worded by the rule's first signal that fires, here maybe the clause-level one) points there too
+    (flag,) = [f for f in checker.check(SRC, cand, PEERS).flags if f.rule == "critical.negation"]
+    assert any(spanned in cand[x.start : x.end] for x in flag.spans)
 
 
 def test_dropped_sentence_loses_the_phrases_the_peers_share(checker: CriticalChecker) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 
 import numpy as np
 
@@ -391,7 +391,8 @@ class PassageCoverage:
 
     def _contexts(self) -> _Contexts:
         if self._ctx is None:
-            self._ctx = _Contexts([v.stems for v in self.views])
+            # the substitution asks which rendering of a source stem the peers put in a place
+            self._ctx = _Contexts([v.stems for v in self.views], self.src.rendered_by)
         return self._ctx
 
     # ------------------------------------------------------------------------------------------------ negation
@@ -491,7 +492,7 @@ class _Contexts:
     the same two words, after the same two, or before the same two; and where a negator stands between two words
     or does not."""
 
-    def __init__(self, stems: list[list[str]]) -> None:
+    def __init__(self, stems: list[list[str]], places: Container[str]) -> None:
         self.seqs = [[_NEG if s in _CONTEXT_NEGATORS else s for s in st] for st in stems]
         self.mid: dict[tuple[str, str], dict[str, set[int]]] = {}
         self.left: dict[tuple[str, str], dict[str, set[int]]] = {}
@@ -505,19 +506,22 @@ class _Contexts:
             self.counts.append(counts)
             for t in range(len(seq)):
                 w = seq[t]
-                if t >= 1 and t + 1 < len(seq):
-                    self.mid.setdefault((seq[t - 1], seq[t + 1]), {}).setdefault(w, set()).add(k)
                 if t >= 2:
-                    self.left.setdefault((seq[t - 2], seq[t - 1]), {}).setdefault(w, set()).add(k)
                     self.trigrams.setdefault((seq[t - 2], seq[t - 1], w), set()).add(k)
                     counts[(seq[t - 2], seq[t - 1], w)] += 1
-                if t + 2 < len(seq):
-                    self.right.setdefault((seq[t + 1], seq[t + 2]), {}).setdefault(w, set()).add(k)
                 if w == _NEG and 1 <= t < len(seq) - 1:
                     if t >= 2:
                         self.neg_quads.setdefault(tuple(seq[t - 2 : t + 2]), set()).add(k)
                     if t + 2 < len(seq):
                         self.neg_quads.setdefault(tuple(seq[t - 1 : t + 3]), set()).add(k)
+                if w not in places:  # only the words asked about are indexed by their neighbours
+                    continue
+                if t >= 1 and t + 1 < len(seq):
+                    self.mid.setdefault((seq[t - 1], seq[t + 1]), {}).setdefault(w, set()).add(k)
+                if t >= 2:
+                    self.left.setdefault((seq[t - 2], seq[t - 1]), {}).setdefault(w, set()).add(k)
+                if t + 2 < len(seq):
+                    self.right.setdefault((seq[t + 1], seq[t + 2]), {}).setdefault(w, set()).add(k)
 
     def shared(self, min_texts: float) -> tuple[list[tuple[str, ...]], np.ndarray]:
         """The trigrams in at least ``min_texts`` texts and their counts per text (texts x trigrams), once."""

@@ -146,6 +146,14 @@ def test_a_word_the_source_licenses_elsewhere_is_weaker_evidence(checker: Critic
     assert "in the source too" in str(licensed.detail["summary"])
 
 
+# a fifth translation: three peers then say "it is not self" in the same words (the fourth "that is not a self")
+NEG_PEERS = [
+    *PEERS,
+    "Mendicants, there are four noble truths. Which four? The noble truth of suffering, the noble truth of the "
+    "origin of suffering. Form is impermanent, that is not mine. The eye is impermanent, it is not self.",
+]
+
+
 @pytest.mark.parametrize(
     ("cand", "dropped", "spanned"),
     [
@@ -154,14 +162,21 @@ def test_a_word_the_source_licenses_elsewhere_is_weaker_evidence(checker: Critic
     ],
 )
 def test_negation_in_the_peers_context(checker: CriticalChecker, cand: str, dropped: bool, spanned: str) -> None:
-    s = _sig(checker, cand, "negation_context")
+    s = checker.check(SRC, cand, NEG_PEERS).signals["negation_context"]
+    assert isinstance(s, SignalValue)
     assert s.value >= 0.5 and s.detail["dropped"] is dropped
     assert _spanned(cand, s) == [spanned]
     assert "peers" in str(s.detail["summary"])
-    assert _sig(checker, GOOD, "negation_context").value < 0.5
+    assert checker.check(SRC, GOOD, NEG_PEERS).signals["negation_context"].value < 0.5  # type: ignore[union-attr]
     # the flag (worded by the rule's first signal that fires, here maybe the clause-level one) points there too
-    (flag,) = [f for f in checker.check(SRC, cand, PEERS).flags if f.rule == "critical.negation"]
+    (flag,) = [f for f in checker.check(SRC, cand, NEG_PEERS).flags if f.rule == "critical.negation"]
     assert any(spanned in cand[x.start : x.end] for x in flag.spans)
+
+
+def test_two_peers_saying_a_negation_the_other_way_are_not_enough(checker: CriticalChecker) -> None:
+    # with the four peers only two say "it is not self" word for word: below NEGATION_VOTERS, nothing is read
+    cand = GOOD.replace("it is not self", "it is self")
+    assert _sig(checker, cand, "negation_context").value == 0.0  # (the clause-level negation check still sees it)
 
 
 def test_dropped_sentence_loses_the_phrases_the_peers_share(checker: CriticalChecker) -> None:

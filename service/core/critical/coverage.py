@@ -399,11 +399,11 @@ class PassageCoverage:
     def _negation_context(self, i: int, peers: list[int]) -> SignalValue:
         """A negator the peers put between two words the candidate says one after the other (with the word before
         or after agreeing too), or one the candidate puts where the peers go straight on: the peers who say it the
-        other way, as a share (at least two of them)."""
+        other way, as a share (at least NEGATION_VOTERS of them)."""
         n = len(peers)
         ctx, view = self._contexts(), self.views[i]
         seq = ctx.seqs[i]
-        best, where, dropped = 1, -1, False
+        best, where, dropped = NEGATION_VOTERS - 1, -1, False
         for t in range(len(seq) - 1):
             a, b = seq[t], seq[t + 1]
             if a == _NEG or b == _NEG:
@@ -482,6 +482,9 @@ class PassageCoverage:
 
 
 _NEG = "\u00ac"  # every negator reads as one token in the contexts ("not", "no", "never" say the same here)
+# peers that must say a negation the other way before negation_context reads anything: its flag forces a candidate
+# to the top, and two of three peers (a small batch's whole consensus) agreeing on a wording is not evidence enough
+NEGATION_VOTERS = 3
 
 
 _CONTEXT_NEGATORS = frozenset({"not", "no", "never", "nor"})

@@ -11,6 +11,7 @@ import pytest
 
 from service.core.critical import CriticalChecker
 from service.core.critical.aligner import AlignParams, align_counts
+from service.core.critical.coverage import COVERAGE_SIGNALS
 from service.core.critical.renderings import FORMAT_VERSION, LEXICON_FILE, LexiconFile, load_translation_lexicon
 from service.core.errors import InputError
 from service.core.types import SignalSkipped, SignalValue
@@ -84,7 +85,7 @@ def test_em_learns_which_word_translates_which() -> None:
 
 def test_untouched_candidate_is_quiet(checker: CriticalChecker) -> None:
     rep = checker.check(SRC, GOOD, PEERS[1:])
-    for name in ("source_omission", "unlicensed_content", "term_substitution", "negation_source"):
+    for name in COVERAGE_SIGNALS:
         s = rep.signals[name]
         assert isinstance(s, SignalValue) and s.value < 0.2, (name, s)
 
@@ -116,20 +117,6 @@ def test_added_sentence_is_unlicensed_and_spanned(checker: CriticalChecker) -> N
     assert s.value >= 0.1 and _spanned(cand, s) == [extra[:-1]]  # the sentence's words, its full stop after
 
 
-@pytest.mark.parametrize(
-    ("cand", "dropped"),
-    [
-        (GOOD.replace("that is not mine", "that is mine"), True),
-        (GOOD.replace("Form is impermanent", "Form is not impermanent"), False),
-    ],
-)
-def test_negation_against_the_source_clause(checker: CriticalChecker, cand: str, dropped: bool) -> None:
-    s = _sig(checker, cand, "negation_source")
-    assert s.value >= 0.7 and s.detail["dropped"] is dropped
-    assert any("mine" in t or "impermanent" in t for t in _spanned(cand, s))
-    assert "na taṃ mama" in str(s.detail["summary"]) or "aniccaṃ" in str(s.detail["summary"])
-
-
 def test_without_peers_or_lexicon_the_signals_are_skipped() -> None:
     rep = CriticalChecker().check(SRC, GOOD, [])
     assert isinstance(rep.signals["term_substitution"], SignalSkipped)
@@ -154,5 +141,48 @@ def test_a_word_the_source_licenses_elsewhere_is_weaker_evidence(checker: Critic
     peers = [p + " A pleasant feeling." for p in PEERS]
     licensed = checker.check(src, cand + " A pleasant feeling.", peers).signals["term_substitution"]
     assert isinstance(foreign, SignalValue) and isinstance(licensed, SignalValue)
-    assert foreign.value >= 0.8 and 0 < licensed.value <= 0.5 * foreign.value + 1e-9
+    # three of the four peers say "the noble truth of suffering" (the fourth "suffering as a noble truth")
+    assert foreign.value >= 0.7 and 0 < licensed.value <= 0.5 * foreign.value + 1e-9
     assert "in the source too" in str(licensed.detail["summary"])
+
+
+# a fifth translation: three peers then say "it is not self" in the same words (the fourth "that is not a self")
+NEG_PEERS = [
+    *PEERS,
+    "Mendicants, there are four noble truths. Which four? The noble truth of suffering, the noble truth of the "
+    "origin of suffering. Form is impermanent, that is not mine. The eye is impermanent, it is not self.",
+]
+
+
+@pytest.mark.parametrize(
+    ("cand", "dropped", "spanned"),
+    [
+        (GOOD.replace("it is not self", "it is self"), True, "is self"),
+        (GOOD.replace("The eye is impermanent", "The eye is not impermanent"), False, "not"),
+    ],
+)
+def test_negation_in_the_peers_context(checker: CriticalChecker, cand: str, dropped: bool, spanned: str) -> None:
+    s = checker.check(SRC, cand, NEG_PEERS).signals["negation_context"]
+    assert isinstance(s, SignalValue)
+    assert s.value >= 0.5 and s.detail["dropped"] is dropped
+    assert _spanned(cand, s) == [spanned]
+    assert "peers" in str(s.detail["summary"])
+    assert checker.check(SRC, GOOD, NEG_PEERS).signals["negation_context"].value < 0.5  # type: ignore[union-attr]
+    # the flag (worded by the rule's first signal that fires, here maybe the clause-level one) points there too
+    (flag,) = [f for f in checker.check(SRC, cand, NEG_PEERS).flags if f.rule == "critical.negation"]
+    assert any(spanned in cand[x.start : x.end] for x in flag.spans)
+
+
+def test_two_peers_saying_a_negation_the_other_way_are_not_enough(checker: CriticalChecker) -> None:
+    # with the four peers only two say "it is not self" word for word: below NEGATION_VOTERS, nothing is read
+    cand = GOOD.replace("it is not self", "it is self")
+    assert _sig(checker, cand, "negation_context").value == 0.0  # (the clause-level negation check still sees it)
+
+
+def test_dropped_sentence_loses_the_phrases_the_peers_share(checker: CriticalChecker) -> None:
+    cand = GOOD.replace(" Form is impermanent, that is not mine.", "")
+    s = _sig(checker, cand, "phrase_omission")
+    assert s.value > 2 * _sig(checker, GOOD, "phrase_omission").value and s.value >= 0.1
+    ((a, b),) = s.detail["spans"]  # type: ignore[misc]
+    assert a == b and cand[:a].endswith("origin of suffering.")
+    assert "omission" in str(s.detail["summary"])

@@ -190,9 +190,20 @@ CHECKS += (
         threshold_alone=OFF,
         needs_peers=True,
     ),
+    # peers negating between the same words the candidate says straight on (or the other way round); at 0.6 (six of
+    # nine peers) it fires on 1.3% of untouched dev candidates
     CheckSpec(
-        name="negation_source",
+        name="negation_context",
         rule="critical.negation",
+        severity="major",
+        threshold=0.6,
+        threshold_alone=OFF,
+        needs_peers=True,
+    ),
+    # three-word phrases most peers share that the candidate lacks (or has fewer times)
+    CheckSpec(
+        name="phrase_omission",
+        rule="critical.omission",
         severity="major",
         threshold=OFF,
         threshold_alone=OFF,

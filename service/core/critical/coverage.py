@@ -9,9 +9,9 @@ candidate is compared with that, not with a fixed rule:
 - **substitution**: a source stem the candidate renders fewer times than the peers, with a word in its place that
   renders another Pali stem, one absent from the source ("happiness", a rendering of sukha, where the source says
   dukkha and the peers "suffering");
-- **negation**: negators per source clause (na, no, mā, natthi, and a-/an- privatives the lexicon renders with
-  "not", "un-", "without"), the candidate's and each peer's counted in the clauses aligned to it (a monotone
-  alignment by lexical matches), a flip being a clause where the candidate differs from the peers' agreeing count.
+- **negation**: a negator the peers put between two words the candidate says one after the other (the word before
+  or after agreeing too), or one the candidate puts where the peers go straight on (counting negators per aligned
+  source clause caught nothing at a low false-flag rate: clause alignment is too loose for one word).
 
 Each finding carries character offsets in the candidate and reviewer wording.
 """
@@ -21,17 +21,23 @@ from __future__ import annotations
 import re
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 
 import numpy as np
 
-from service.core.critical.renderings import EN_NEGATORS, TranslationLexicon, content_word, negative_word
+from service.core.critical.renderings import EN_NEGATORS, TranslationLexicon, content_word
 from service.core.critical.tokens import en_stem, pali_stem, pali_tokens
 from service.core.types import SignalResult, SignalSkipped, SignalValue
 
 __all__ = ["COVERAGE_SIGNALS", "PassageCoverage", "SourceView", "TextView"]
 
-COVERAGE_SIGNALS = ("source_omission", "unlicensed_content", "term_substitution", "negation_source")
+COVERAGE_SIGNALS = (
+    "source_omission",
+    "unlicensed_content",
+    "term_substitution",
+    "negation_context",
+    "phrase_omission",
+)
 NEEDS_PEERS = "needs at least two peer translations of the same passage"
 
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
@@ -44,7 +50,9 @@ RENDER_MIN = 0.05  # a rendering at least this likely counts as the source stem 
 CONTENT_MIN = 0.15  # a source stem whose best rendering is at least this likely is content (not a particle)
 LICENSE_MIN = 0.03  # any lexicon link at all licenses an English word
 SOURCE_OF_MIN = 0.2  # an English word is "a rendering of" a Pali stem at this p(stem | word)
-MAJORITY = 0.7  # share of peers that makes a rendering the consensus
+TERM_COUNT_MIN = 150  # training occurrences that make a Pali stem a term (about the 3% most frequent stems)
+MAJORITY = 0.7
+PHRASE_FLOOR = 8.0  # share of peers that makes a rendering the consensus
 _PREFIX = 5
 
 
@@ -98,6 +106,11 @@ class SourceView:
         back = self.lex.source_of.get(e) or {}
         return any(self.has(s) for s in back)
 
+    def has_part(self, stem: str) -> bool:
+        """Whether a source word contains this stem, or it contains a source stem (Pali compounds: sīsābādha holds
+        ābādha)."""
+        return self.has(stem) or any(stem in s or (len(s) >= _PREFIX and s in stem) for s in self.stem_set)
+
     def has(self, stem: str) -> bool:
         """Whether the source has this Pali stem (or one with its first five letters)."""
         return stem in self.stem_set or stem[:_PREFIX] in self.prefixes
@@ -121,7 +134,6 @@ class TextView:
         nt_at = {m.start() + 2 for m in _NT.finditer(text)}
         self.stems: list[str] = []
         self.spans: list[tuple[int, int]] = []
-        self.neg: list[bool] = []
         for m in _WORD.finditer(text):
             low = m.group(0).lower()
             if m.start() in nt_at and low == "t":
@@ -131,13 +143,11 @@ class TextView:
             st = en_stem(low)
             self.stems.append(st)
             self.spans.append((m.start(), m.end()))
-            self.neg.append(st in EN_NEGATORS or (negative_word(st) and st in lex.negative_renderings))
         self.content = [content_word(s) and s not in EN_NEGATORS for s in self.stems]
         self.counts: Counter[str] = Counter(s for s, c in zip(self.stems, self.content, strict=True) if c)
         self.size = sum(self.counts.values())
         self.clauses = _groups(text, self.spans, _CLAUSE_END, after=True)
         self.sentences = _groups(text, self.spans, _SENTENCE_END, after=False)
-        self.clause_neg = [sum(1 for t in rng if self.neg[t]) for rng in self.clauses]
         self.at: dict[str, list[int]] = {}  # stem -> its token indices
         for t, st in enumerate(self.stems):
             self.at.setdefault(st, []).append(t)
@@ -182,9 +192,9 @@ class PassageCoverage:
         self.src = SourceView(source, lex)
         self.views = [TextView(c, lex) for c in candidates]
         self.counts = [_Counts(self.src, v) for v in self.views]
-        self._align = [self._clause_alignment(v) for v in self.views]
-        self._neg: np.ndarray | None = None  # negators per source clause of every text, computed on first use
-        self._local: dict[int, Counter[tuple[str, int]]] = {}
+        self._align: dict[int, list[int]] = {}  # source clause per clause of a text, computed when a span needs it
+        self._df: Counter[str] | None = None  # in how many texts each content word is
+        self._ctx: _Contexts | None = None  # the texts' words in their neighbours' context, built on first use
 
     def signals(self, i: int) -> dict[str, SignalResult]:
         n = len(self.views) - 1
@@ -198,7 +208,8 @@ class PassageCoverage:
             "source_omission": self._omission(i, peers),
             "unlicensed_content": self._addition(i, peers),
             "term_substitution": self._substitution(i, peers),
-            "negation_source": self._negation(i, peers),
+            "negation_context": self._negation_context(i, peers),
+            "phrase_omission": self._phrase_omission(i, peers),
         }
 
     # ------------------------------------------------------------------------------------------------ omission
@@ -245,7 +256,9 @@ class PassageCoverage:
         """Where the missing content would sit in the candidate: after the clause aligned to the source clause
         before the first source clause holding a missing stem."""
         first = next((j for j, (st, _, _) in enumerate(self.src.clauses) if any(s in missing for s in st)), 0)
-        align = self._align[i]
+        align = self._align.get(i)
+        if align is None:
+            align = self._align[i] = self._clause_alignment(self.views[i])
         view = self.views[i]
         before = [c for c, a in enumerate(align) if a < first]
         if not before or not view.clauses:
@@ -279,84 +292,164 @@ class PassageCoverage:
         return SignalValue(value=round(min(1.0, value), 4), detail=detail)
 
     # ------------------------------------------------------------------------------------------------ substitution
-    def _local_hits(self, k: int) -> Counter[tuple[str, int]]:
-        """(source stem, source clause) -> how often text ``k`` renders the stem in clauses aligned to that clause or
-        to one next to it."""
-        cached = self._local.get(k)
-        if cached is not None:
-            return cached
-        view, own = self.views[k], Counter[tuple[str, int]]()
-        for j, a in enumerate(self._align[k]):
-            for t in view.clauses[j]:
-                for s in self.src.rendered_by.get(view.stems[t], ()):
-                    own[(s, a)] += 1
-        # summed over the window of each source clause (the one before, itself, the one after)
-        out = Counter[tuple[str, int]]()
-        for (s, c), v in own.items():
-            for a in (c - 1, c, c + 1):
-                out[(s, a)] += v
-        self._local[k] = out
-        return out
-
     def _substitution(self, i: int, peers: list[int]) -> SignalValue:
-        """A word no source stem licenses, that few peers use, a strong rendering of some other Pali stem, sitting
-        where the peers render a source stem the candidate does not render there (clauses aligned to the same
-        source clause, give or take one)."""
+        """A word few peers use, a strong rendering of some Pali stem, standing between the same words where the
+        peers say another word, one that renders a source stem and shares no Pali stem with it ("the noble truth
+        of craving" where the peers say "the noble truth of suffering"); half the evidence when the source licenses
+        the word elsewhere."""
         n = len(peers)
-        view = self.views[i]
-        n_src = len(self.src.clauses)
-        clause_of_token = [0] * len(view.stems)
-        for j, a in enumerate(self._align[i]):
-            for t in view.clauses[j]:
-                clause_of_token[t] = a
-        mine = self._local_hits(i)
-        theirs = [self._local_hits(k) for k in peers]
+        view, ctx = self.views[i], self._contexts()
+        seq = ctx.seqs[i]
         best, what = 0.0, None
-        peer_counts: dict[tuple[str, int], list[int]] = {}
+        df = self._document_frequency()
         for w in view.counts:
-            users = sum(1 for k in peers if self.views[k].counts.get(w, 0))
+            users = df[w] - 1  # the texts with the word, less the candidate
             if users > n / 3:
                 continue
-            origin = self.lex.best_source(w)
-            if origin is None or origin[1] < SOURCE_OF_MIN:
+            origin = self.lex.term_origin(w)
+            # a term: the usual rendering of a frequent Pali word (a rare compound's word is a paraphrase's)
+            if origin[1] < SOURCE_OF_MIN or origin[2] < TERM_COUNT_MIN:
                 continue
-            licensed = self.src.licenses(w)
-            strength = (1.0 - users / n) * min(1.0, origin[1] / 0.5) * (0.5 if licensed else 1.0)
+            licensed = self.src.licenses(w) or self.src.has_part(origin[0])
+            strength = (1.0 - users / n) * (0.5 if licensed else 1.0)
             if strength <= best:
                 continue
+            support: dict[str, set[int]] = {}
             for t in view.at[w]:
-                a = clause_of_token[t]
-                window = range(max(0, a - 1), min(n_src, a + 2))
-                for s in {s for c in window for s in self.src.clauses[c][0] if s in self.src.render}:
-                    if s[:_PREFIX] == origin[0][:_PREFIX] or w in self.src.render[s]:
-                        continue  # w renders s itself: a synonym, not a substitution
-                    cand_c = mine.get((s, a), 0)
-                    peer_c = peer_counts.get((s, a))
-                    if peer_c is None:
-                        peer_c = peer_counts[(s, a)] = [h.get((s, a), 0) for h in theirs]
-                    if statistics.median(peer_c) <= cand_c:
-                        continue
-                    share = sum(1 for x in peer_c if x > cand_c) / n
-                    score = share * strength
-                    if score > best:
-                        best, what = score, (s, w, origin[0], share, licensed)
+                for m, texts in ctx.in_place_of(seq, t).items():
+                    support.setdefault(m, set()).update(texts)
+            for m, texts in support.items():
+                voters = len(texts - {i})
+                if voters < 2 or m == w or m not in self.src.rendered_by or self._synonyms(w, m):
+                    continue
+                score = voters / n * strength
+                if score > best:
+                    best, what = score, (self.src.rendered_by[m][0], m, w, origin[0], voters, licensed)
         if what is None:
             return SignalValue(value=0.0)
-        s, w, other, share, licensed = what
+        s, m, w, other, voters, licensed = what
         places = [list(view.spans[t]) for t in view.at[w]]
         said = view.text[places[0][0] : places[0][1]] if places else w
         absent = "which is in the source too" if licensed else "which is not in the source"
         summary = (
-            f"term: the source's {self.src.display.get(s, s)} is rendered by {round(share * n)}/{n} peers as "
-            f"{self._peer_word(s, peers)} here; the candidate has {said}, a rendering of "
-            f"{self._pali_display(other)}, {absent}"
+            f"term: the source's {self.src.display.get(s, s)} is rendered by {voters}/{n} peers as {m} in this "
+            f"place; the candidate has {said}, a rendering of {self._pali_display(other)}, {absent}"
         )
-        return SignalValue(value=round(best, 4), detail={"summary": summary, "spans": places})
+        return SignalValue(value=round(min(1.0, best), 4), detail={"summary": summary, "spans": places})
+
+    # ------------------------------------------------------------------------------------------------ omission
+    def _phrase_omission(self, i: int, peers: list[int]) -> SignalValue:
+        """The three-word phrases most peers share that the candidate has fewer times than the peers do, as a share
+        of those phrases' peer counts: a dropped sentence takes a run of them (repeats counted, as the suttas
+        repeat); located after the last shared phrase before the first one missing, in a peer's order."""
+        n = len(peers)
+        ctx = self._contexts()
+        mine = ctx.counts[i]
+        expected = lost = 0.0
+        missing: set[tuple[str, ...]] = set()
+        for g, texts in ctx.trigrams.items():
+            users = len(texts) - (i in texts)
+            if users < MAJORITY * n:
+                continue
+            med = statistics.median([ctx.counts[k][g] for k in peers])
+            expected += med
+            if mine[g] < med:
+                lost += med - mine[g]
+                missing.add(g)
+        # a few shared phrases say little (peers that differ share few): their loss counts against a floor
+        value = lost / (expected + PHRASE_FLOOR)
+        if not missing:
+            return SignalValue(value=round(value, 4))
+        # a peer that has the missing phrases: the last phrase before the first one missing that the candidate has
+        seq_i, view = ctx.seqs[i], self.views[i]
+        peer = max(peers, key=lambda k: sum(1 for g in missing if ctx.counts[k][g]))
+        seq = ctx.seqs[peer]
+        first = next(t for t in range(2, len(seq)) if tuple(seq[t - 2 : t + 1]) in missing)
+        gap, phrase = 0, " ".join(seq[first - 2 : first + 6])
+        for t in range(first - 1, 1, -1):
+            g = tuple(seq[t - 2 : t + 1])
+            if mine[g]:
+                at = next(u for u in range(2, len(seq_i)) if tuple(seq_i[u - 2 : u + 1]) == g)
+                gap = view.after(range(at, at + 1))
+                break
+        summary = (
+            f"omission: {len(missing)} phrases most of the {n} peers share are missing or fewer, "
+            f"{value:.0%} of what they have in common, e.g. \u201c{phrase}\u201d"
+        )
+        return SignalValue(value=round(value, 4), detail={"summary": summary, "spans": [[gap, gap]]})
+
+    def _document_frequency(self) -> Counter[str]:
+        if self._df is None:
+            self._df = Counter(w for v in self.views for w in v.counts)
+        return self._df
+
+    def _synonyms(self, w: str, m: str) -> bool:
+        """Whether two English stems render a common Pali stem (either is among the other's sources' renderings)."""
+        a = {s[:_PREFIX] for s, p in self.lex.source_of.get(w, {}).items() if p >= RENDER_MIN}
+        b = {s[:_PREFIX] for s, p in self.lex.source_of.get(m, {}).items() if p >= RENDER_MIN}
+        return bool(a & b)
+
+    def _contexts(self) -> _Contexts:
+        if self._ctx is None:
+            # the substitution asks which rendering of a source stem the peers put in a place
+            self._ctx = _Contexts([v.stems for v in self.views], self.src.rendered_by)
+        return self._ctx
+
+    # ------------------------------------------------------------------------------------------------ negation
+    def _negation_context(self, i: int, peers: list[int]) -> SignalValue:
+        """A negator the peers put between two words the candidate says one after the other (with the word before
+        or after agreeing too), or one the candidate puts where the peers go straight on: the peers who say it the
+        other way, as a share (at least NEGATION_VOTERS of them)."""
+        n = len(peers)
+        ctx, view = self._contexts(), self.views[i]
+        seq = ctx.seqs[i]
+        best, where, dropped = NEGATION_VOTERS - 1, -1, False
+        for t in range(len(seq) - 1):
+            a, b = seq[t], seq[t + 1]
+            if a == _NEG or b == _NEG:
+                continue
+            voters = set()
+            if t >= 1:
+                voters |= ctx.neg_quads.get((seq[t - 1], a, _NEG, b), set())
+            if t + 2 < len(seq):
+                voters |= ctx.neg_quads.get((a, _NEG, b, seq[t + 2]), set())
+            voters.discard(i)
+            if len(voters) > best:
+                best, where, dropped = len(voters), t, True
+        for t in range(1, len(seq) - 1):
+            if seq[t] != _NEG or seq[t + 1] == _NEG:
+                continue
+            a, b = seq[t - 1], seq[t + 1]
+            voters = set()
+            if t >= 2:
+                voters |= ctx.trigrams.get((seq[t - 2], a, b), set())
+            if t + 2 < len(seq):
+                voters |= ctx.trigrams.get((a, b, seq[t + 2]), set())
+            voters -= ctx.trigrams.get((a, _NEG, b), set())
+            voters.discard(i)
+            if len(voters) > best:
+                best, where, dropped = len(voters), t, False
+        if where < 0:
+            return SignalValue(value=0.0)
+        if dropped:
+            span = [view.spans[where][0], view.spans[where + 1][1]]
+            summary = (
+                f"negation: {best}/{n} peers negate between the words the candidate has here, "
+                f"\u201c{view.text[span[0] : span[1]]}\u201d; the candidate does not"
+            )
+        else:
+            span = list(view.spans[where])
+            lo, hi = view.spans[where - 1][0], view.spans[where + 1][1]
+            summary = (
+                f"negation: the candidate negates \u201c{view.text[lo:hi]}\u201d where {best}/{n} peers say it "
+                "without a negator"
+            )
+        return SignalValue(value=round(best / n, 4), detail={"summary": summary, "spans": [span], "dropped": dropped})
 
     def _pali_display(self, stem: str) -> str:
         return self.src.display.get(stem, stem + "-")
 
-    # ------------------------------------------------------------------------------------------------ negation
+    # ------------------------------------------------------------------------------------------- clause alignment
     def _clause_alignment(self, view: TextView) -> list[int]:
         """Source clause index per candidate clause: monotone, maximising lexical matches (a dynamic programme with
         a small pull towards the proportional position)."""
@@ -387,77 +480,74 @@ class PassageCoverage:
             out[j - 1] = int(back[j][out[j]])
         return out
 
-    def _neg_per_source(self, k: int) -> np.ndarray:
-        view = self.views[k]
-        out = np.zeros(len(self.src.clauses))
-        for j, a in enumerate(self._align[k]):
-            out[a] += view.clause_neg[j]
+
+_NEG = "\u00ac"  # every negator reads as one token in the contexts ("not", "no", "never" say the same here)
+# peers that must say a negation the other way before negation_context reads anything: its flag forces a candidate
+# to the top, and two of three peers (a small batch's whole consensus) agreeing on a wording is not evidence enough
+NEGATION_VOTERS = 3
+
+
+_CONTEXT_NEGATORS = frozenset({"not", "no", "never", "nor"})
+
+
+class _Contexts:
+    """Every text's words between their neighbours, to ask which texts say what in the same place: the word between
+    the same two words, after the same two, or before the same two; and where a negator stands between two words
+    or does not."""
+
+    def __init__(self, stems: list[list[str]], places: Container[str]) -> None:
+        self.seqs = [[_NEG if s in _CONTEXT_NEGATORS else s for s in st] for st in stems]
+        self.mid: dict[tuple[str, str], dict[str, set[int]]] = {}
+        self.left: dict[tuple[str, str], dict[str, set[int]]] = {}
+        self.right: dict[tuple[str, str], dict[str, set[int]]] = {}
+        self.trigrams: dict[tuple[str, ...], set[int]] = {}
+        self.neg_quads: dict[tuple[str, ...], set[int]] = {}  # the four words around a negator, either side
+        self.counts: list[Counter[tuple[str, ...]]] = []  # every text's trigrams with their counts
+        self._shared: tuple[float, list[tuple[str, ...]], np.ndarray] | None = None
+        for k, seq in enumerate(self.seqs):
+            counts: Counter[tuple[str, ...]] = Counter()
+            self.counts.append(counts)
+            for t in range(len(seq)):
+                w = seq[t]
+                if t >= 2:
+                    self.trigrams.setdefault((seq[t - 2], seq[t - 1], w), set()).add(k)
+                    counts[(seq[t - 2], seq[t - 1], w)] += 1
+                if w == _NEG and 1 <= t < len(seq) - 1:
+                    if t >= 2:
+                        self.neg_quads.setdefault(tuple(seq[t - 2 : t + 2]), set()).add(k)
+                    if t + 2 < len(seq):
+                        self.neg_quads.setdefault(tuple(seq[t - 1 : t + 3]), set()).add(k)
+                if w not in places:  # only the words asked about are indexed by their neighbours
+                    continue
+                if t >= 1 and t + 1 < len(seq):
+                    self.mid.setdefault((seq[t - 1], seq[t + 1]), {}).setdefault(w, set()).add(k)
+                if t >= 2:
+                    self.left.setdefault((seq[t - 2], seq[t - 1]), {}).setdefault(w, set()).add(k)
+                if t + 2 < len(seq):
+                    self.right.setdefault((seq[t + 1], seq[t + 2]), {}).setdefault(w, set()).add(k)
+
+    def shared(self, min_texts: float) -> tuple[list[tuple[str, ...]], np.ndarray]:
+        """The trigrams in at least ``min_texts`` texts and their counts per text (texts x trigrams), once."""
+        if self._shared is None or self._shared[0] != min_texts:
+            grams = [g for g, texts in self.trigrams.items() if len(texts) >= min_texts]
+            counts = np.array([[c[g] for g in grams] for c in self.counts], dtype=float).reshape(len(self.counts), -1)
+            self._shared = (min_texts, grams, counts)
+        return self._shared[1], self._shared[2]
+
+    def in_place_of(self, seq: list[str], t: int) -> dict[str, set[int]]:
+        """word -> the texts that have it where ``seq`` has its word ``t`` (same neighbours on one side or both)."""
+        out: dict[str, set[int]] = {}
+        keys = []
+        if t >= 1 and t + 1 < len(seq):
+            keys.append((self.mid, (seq[t - 1], seq[t + 1])))
+        if t >= 2:
+            keys.append((self.left, (seq[t - 2], seq[t - 1])))
+        if t + 2 < len(seq):
+            keys.append((self.right, (seq[t + 1], seq[t + 2])))
+        for index, key in keys:
+            for w, texts in index.get(key, {}).items():
+                out.setdefault(w, set()).update(texts)
         return out
-
-    def _negation(self, i: int, peers: list[int]) -> SignalValue:
-        n = len(peers)
-        n_src = len(self.src.clauses)
-        if n_src == 0 or not self.views[i].clauses:
-            return SignalValue(value=0.0)
-        if self._neg is None:
-            self._neg = np.stack([self._neg_per_source(k) for k in range(len(self.views))])
-        cand = self._neg[i]
-        peer = self._neg[peers]
-        src = np.array([c[1] for c in self.src.clauses], dtype=float)
-        # every source clause c in three windows: c alone, with the one before, with the one after; a flip shows in
-        # all three, a negator the alignment put one clause off cancels in one of them
-        score = np.ones(n_src)
-        direction = np.zeros(n_src)
-        idx = np.arange(n_src)
-        cs_c = np.concatenate(([0.0], np.cumsum(cand)))
-        cs_p = np.concatenate((np.zeros((peer.shape[0], 1)), np.cumsum(peer, axis=1)), axis=1)
-        cs_s = np.concatenate(([0.0], np.cumsum(src)))
-        for lo_shift, hi_shift in ((0, 1), (-1, 1), (0, 2)):
-            lo, hi = np.maximum(0, idx + lo_shift), np.minimum(n_src, idx + hi_shift)
-            cv, pv, sv = cs_c[hi] - cs_c[lo], cs_p[:, hi] - cs_p[:, lo], cs_s[hi] - cs_s[lo]
-            med = np.median(pv, axis=0)
-            d = np.sign(med - cv)  # 1: the peers negate more (the candidate dropped one)
-            agree = np.where(direction == 0, d, np.where(direction == d, d, 0))
-            share = np.where(d > 0, (pv > cv).mean(axis=0), (pv < cv).mean(axis=0))
-            near_peers, near_cand = np.abs(sv - med), np.abs(sv - cv)
-            factor = np.where(near_peers < near_cand, 1.0, np.where(near_peers == near_cand, 0.6, 0.3))
-            score = np.minimum(score, np.where(agree != 0, share * factor, 0.0))
-            direction = agree
-        at = int(np.argmax(score))
-        best, side = float(score[at]), int(direction[at])
-        if best <= 0:
-            at = -1
-        if at < 0:
-            return SignalValue(value=0.0)
-        view = self.views[i]
-        mine = [j for j, a in enumerate(self._align[i]) if a == at]
-        spans = [list(view.span_of(view.clauses[j])) for j in mine]
-        if not spans:  # nothing of the candidate aligned there: the place after the clause before
-            gap = self._gap_at(i, at)
-            spans = [[gap, gap]]
-        text = view.text[spans[0][0] : spans[-1][1]]
-        there = f"\u201c{_clip(text)}\u201d" if text.strip() else "nothing of it there"
-        pali = _clip(self.src.clauses[at][2], 80)
-        differ = int(np.sum(peer[:, at] != cand[at]))
-        if side > 0:
-            summary = (
-                f"negation: the source clause \u201c{pali}\u201d has {int(src[at])} negator(s) and {differ}/{n} peers "
-                f"negate there; the candidate does not: {there}"
-            )
-        else:
-            summary = (
-                f"negation: the candidate negates {there} where the source clause \u201c{pali}\u201d "
-                f"has {int(src[at])} negator(s) and {differ}/{n} peers do not negate"
-            )
-        return SignalValue(
-            value=round(best, 4),
-            detail={"summary": summary, "spans": spans, "dropped": side > 0},
-        )
-
-    def _gap_at(self, i: int, source_clause: int) -> int:
-        view = self.views[i]
-        before = [j for j, a in enumerate(self._align[i]) if a < source_clause]
-        return view.after(view.clauses[before[-1]]) if before else 0
 
 
 def _clip(text: str, limit: int = 120) -> str:

@@ -41,6 +41,7 @@ PALI_NEGATORS = frozenset({"na", "no", "mā", "natthi", "neva", "nāpi", "nahi"}
 # English words a privative (a-/an-) Pali word is rendered with: a negator, or a word with a negative prefix/suffix
 _NEG_PREFIXES = ("un", "in", "im", "ir", "dis", "non")
 _NEG_SUFFIX = "less"
+_GROUP = 4  # Pali stems sharing their first four letters are one word's family in term_origin
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,7 @@ class TranslationLexicon:
             if _privative(s, known) or sum(p for e, p in r.items() if negative_word(e)) >= 0.3
         )
         self.negative_renderings = frozenset(e for s in self.privative for e in self.render[s] if negative_word(e))
+        self._origin: dict[str, tuple[str, float, int]] = {}
 
     @property
     def id(self) -> str:
@@ -134,6 +136,24 @@ class TranslationLexicon:
     def is_negator(self, pali_token: str) -> bool:
         """A Pali token that negates: a negator word or a privative compound."""
         return pali_token in PALI_NEGATORS or pali_stem(pali_token) in self.privative
+
+    def term_origin(self, stem: str) -> tuple[str, float, int]:
+        """The Pali word an English stem renders, its compounds counted with it (mindfulness renders sati,
+        satipaṭṭhāna, sammāsati...): (the shortest stem of the group with the most p(stem | English), that summed
+        p, the group's training occurrences). ("", 0.0, 0) when the stem renders nothing."""
+        cached = self._origin.get(stem)
+        if cached is not None:
+            return cached
+        groups: dict[str, list[str]] = {}
+        for s in self.source_of.get(stem, ()):
+            groups.setdefault(s[:_GROUP], []).append(s)
+        out = ("", 0.0, 0)
+        for members in groups.values():
+            p = sum(self.source_of[stem][s] for s in members)
+            if p > out[1]:
+                out = (min(members, key=lambda s: (len(s), s)), p, sum(self.count.get(s, 0) for s in members))
+        self._origin[stem] = out
+        return out
 
     def best_source(self, stem: str) -> tuple[str, float] | None:
         """The Pali stem an English stem most often renders, with p(stem | English)."""

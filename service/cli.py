@@ -243,30 +243,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_evaluate(args: argparse.Namespace) -> int:
-    from service.evaluation import load_benchmark, report, run
-
-    if args.from_json:  # re-print the figures of a saved run without running it again
-        bench = load_benchmark(args.bench, args.bilara_root)
-        print(report(bench, json.loads(Path(args.from_json).read_text(encoding="utf-8"))))
-        return 0
-    checks = args.checks.split(",") if args.checks else None
-    print(
-        run(
-            args.bench,
-            args.bilara_root,
-            args.url,
-            args.redis_url,
-            args.workers,
-            args.limit,
-            checks,
-            args.json,
-            args.key,
-        )
-    )
-    return 0
-
-
 def cmd_migrate_redis(args: argparse.Namespace) -> int:
     import redis
 
@@ -329,20 +305,6 @@ def _main(argv: list[str] | None) -> int:
     p = sub.add_parser("openapi", help="print (or write) the OpenAPI document")
     p.add_argument("--out")
     p.set_defaults(func=cmd_openapi)
-
-    p = sub.add_parser("evaluate", help="run a benchmark folder through the API and workers; print the figures")
-    shared = Path(get_settings().index.corpus_dir).parents[1]
-    p.add_argument("--bench", default=str(shared / "palibench-dev"))
-    p.add_argument("--bilara-root", default=str(Path(get_settings().index.corpus_dir) / "root" / "pli" / "ms"))
-    p.add_argument("--url", help="a running API with workers (default: start both here)")
-    p.add_argument("--key", help="with --url: an API key of that service (submit and read scopes)")
-    p.add_argument("--redis-url", default=None, help="Redis for the started stack (default: a private redis-server)")
-    p.add_argument("--workers", type=int, default=1)
-    p.add_argument("--limit", type=int, help="first N passages only")
-    p.add_argument("--checks", help="comma-separated checks (default: the service default)")
-    p.add_argument("--json", help="also write the raw results here")
-    p.add_argument("--from-json", help="print the figures of results saved earlier with --json")
-    p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("settings", help="print the configuration table (every environment variable, its default)")
     p.add_argument("--current", action="store_true", help="this process's values instead, credentials masked")

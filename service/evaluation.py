@@ -1,4 +1,5 @@
-"""``trisk evaluate``: run a PaliBench-style folder through the real API and workers and measure every signal.
+"""The evaluation stack (``bench/evaluate.py``, the benches, the scale-out tests): run a PaliBench-style folder
+through the real API and workers and measure every signal.
 
 Labels come from the benchmark's reference-based scores (outlier = ``normalized_drift > 2``; ``comet_best`` for
 correlation). They are used to measure, never as inputs: the service only ever sees source and candidates.
@@ -150,7 +151,7 @@ class Stack:
         self.key, _ = issue_key(
             open_store(Settings.from_env(full_env).durable),
             "evaluation",
-            "trisk evaluate / bench stack",
+            "evaluation / bench stack",
             ["submit", "read"],
         )
 
@@ -327,7 +328,7 @@ def run(
         stack = Stack(redis_url, workers)
         url, key = stack.url, stack.key
     if key is None:
-        raise SystemExit("trisk evaluate --url needs --key (an API key with the submit scope)")
+        raise SystemExit("bench/evaluate.py --url needs --key (an API key with the submit scope)")
     try:
         t0 = time.time()
         results = evaluate(bench, url, checks, key)

@@ -17,6 +17,7 @@ from service.core.budget import (
     tiers_within,
 )
 from service.core.ranking import rank_key
+from service.core.settings import Settings
 
 # 1,001 equally spaced reference quantiles of scores 0.000 ... 1.000 standing for n = 1,000 scores
 UNIFORM = [k / 1000 for k in range(1001)]
@@ -121,6 +122,8 @@ def test_the_cascade_checks_as_many_candidates_as_a_budget_covers(n: int, fracti
 def test_the_tiers_are_cut_at_the_review_budgets() -> None:
     assert REVIEW_BUDGETS == metrics.DEFAULT_BUDGETS == (0.01, 0.05, 0.10, 0.20)
     assert STUDY_BUDGETS == (0.05, 0.10, 0.20) and DEFAULT_BUDGET == 0.20
+    # the LLM cascade's default share is this cut, written out in the settings (which import nothing of the core)
+    assert Settings.from_env({}).llm.review_budget == DEFAULT_BUDGET
     assert TIERS == (("top_1", 99.0), ("top_5", 95.0), ("top_10", 90.0), ("top_20", 80.0))
     # 200 candidates ranked among themselves: 2, 10, 20 and 40 of them in the top 1, 5, 10 and 20%
     tiers = tiers_within([(0, float(i)) for i in range(200)])

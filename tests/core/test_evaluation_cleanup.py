@@ -1,4 +1,4 @@
-"""``trisk evaluate`` stops the private stack it started even when it is terminated (SIGTERM), not only on ^C."""
+"""The evaluation run (``bench/evaluate.py``) stops the private stack it started even when terminated (SIGTERM)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """What unauthenticated traffic costs the API: resident memory and answers after ``--keys`` random well-formed keys.
 
-A real ``trisk serve`` (service.evaluation.Stack with no worker, a private redis-server, its own SQLite file, loopback
-only) gets ``--keys`` requests, each with a fresh random key id (``trisk_<12 hex>_<43 chars>``), on one keep-alive
-connection. Printed: the API's VmRSS before and after (after a warm-up of 1,000 such requests, so first-use
+A real ``trisk serve`` (service.evaluation.Stack with no worker, a private redis-server, its own SQLite file,
+loopback only) gets ``--keys`` requests, each with a fresh random key id (``trisk_<12 hex>_<43 chars>``), on one
+keep-alive connection. Printed: the API's VmRSS before and after (after a warm-up of 1,000 such requests, so first-use
 allocations are not counted), the statuses, and the rate. Run it with ``TRISK_AUTH_FAILURES_PER_MINUTE=0`` to see
 the key cache alone (every request then reaches the key store; with ``TRISK_KEY_CACHE_SIZE=1000`` the warm-up fills
 it), without to see the per-address limit.

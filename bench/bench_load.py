@@ -1,7 +1,7 @@
 """Load and capacity: sustained request rates, Redis memory per stored assessment, resident memory per process.
 
-On a private stack (service.evaluation.Stack: the API and workers as subprocesses, a private redis-server persisted
-as the service's is, loopback only), with PaliBench dev passages (10 candidates each) as the requests:
+On a private stack (service.evaluation.Stack: the API and workers as subprocesses, a private redis-server
+persisted as the service's is, loopback only), with PaliBench dev passages (10 candidates each) as the requests:
 
 1. resident memory (VmRSS) of the API and of each worker, idle after start;
 2. Redis memory per stored assessment: ``used_memory`` before and after ``--stored`` assessments posted and finished,

@@ -202,8 +202,8 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 
 def cmd_secrets(args: argparse.Namespace) -> int:
-    """Callback secrets at rest (service/core/sealing.py): a new key for TRISK_SECRET_KEYS, or every tenant's current
-    secret sealed again under the first key (after a rotation, or once a key is first set)."""
+    """Callback secrets at rest (service/core/sealing.py): a new key for TRISK_SECRET_KEYS, or every tenant's
+    current secret sealed again under the first key (after a rotation, or once a key is first set)."""
     from service.core.durable import open_store
     from service.core.durable.access import AccessStore
     from service.core.sealing import Sealer, new_key_spec

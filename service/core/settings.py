@@ -459,7 +459,8 @@ class DurableSettings(SettingsGroup):
         "",
         "the durable store on PostgreSQL (`postgresql://user:password@host:5432/db`); unset = the file above",
     )
-    # callback secrets must be recoverable to sign, so they are sealed (AES-GCM), not hashed (service/core/sealing.py)
+    # callback secrets must be recoverable to sign, so they are sealed (AES-GCM), not hashed
+    # (service/core/sealing.py)
     secret_keys: str = setting(
         "TRISK_SECRET_KEYS",
         "",

@@ -177,7 +177,7 @@ def logging_config(fmt: str = "json", level: int = logging.INFO) -> dict[str, An
     """The process's logging as a ``logging.config.dictConfig`` dict: one stderr handler on the root, JSON lines
     (``fmt="json"``) or plain text, and every server library's logger sent to it. ``arq --custom-log-dict`` takes
     it too (workers/settings.py: ``LOG_CONFIG``), so even arq's lines before the worker's start are JSON."""
-    formatter = "service.core.telemetry.JsonFormatter" if fmt == "json" else "service.core.telemetry.TextFormatter"
+    formatter = f"{__name__}.JsonFormatter" if fmt == "json" else f"{__name__}.TextFormatter"
     return {
         "version": 1,
         "disable_existing_loggers": False,

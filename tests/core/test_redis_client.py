@@ -1,5 +1,5 @@
-"""What counts as Redis unavailable (service/core/redis_client.py): each "cannot write now" answer has its class, is a
-503 with a Retry-After for its cause, and the API maps every one of them in one place (service/app/problems.py)."""
+"""What counts as Redis unavailable (service/core/redis_client.py): each "cannot write now" answer has its class, is
+a 503 with a Retry-After for its cause, and the API maps every one of them in one place (service/app/problems.py)."""
 
 from __future__ import annotations
 

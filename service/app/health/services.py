@@ -1,5 +1,6 @@
-"""What the health routes check: Redis (reachable, not evicting, not nearly full), the durable store, the index, and
-the workers' heartbeats (service.core.worker_registry). Every detail is free of credentials (service.core.redact)."""
+"""What the health routes check: Redis (reachable, not evicting, not nearly full), the durable store, the index,
+and the workers' heartbeats (service.core.worker_registry). Every detail is free of credentials
+(service.core.redact)."""
 
 from __future__ import annotations
 

@@ -91,7 +91,7 @@ def cmd_build_lexicon(args: argparse.Namespace) -> int:
 
 
 def cmd_openapi(args: argparse.Namespace) -> int:
-    from service.app.openapi import openapi_document
+    from service.app.factory import openapi_document
 
     text = openapi_document()
     if args.out:

@@ -1,7 +1,11 @@
-"""``create_app``: the one app factory (settings from the environment unless given)."""
+"""``create_app``: the one app factory (settings from the environment unless given), and the OpenAPI document of
+the app it builds (``openapi_document``)."""
 
 from __future__ import annotations
 
+import json
+
+import msgspec
 from litestar import Litestar
 from litestar.config.cors import CORSConfig
 from litestar.di import Provide
@@ -12,7 +16,7 @@ from service.app.plugin import TriskPlugin
 from service.app.resources import Resources
 from service.core.settings import Settings, get_settings
 
-__all__ = ["create_app"]
+__all__ = ["create_app", "openapi_document"]
 
 
 def create_app(
@@ -45,3 +49,10 @@ def create_app(
         # process's one handler (service.core.telemetry.configure_logging), as JSON with the request id and tenant
         logging_config=None,
     )
+
+
+def openapi_document() -> str:
+    app = create_app(resources=Resources(settings=get_settings()))
+    # through msgspec first: defaults of struct-typed fields are structs, which the json module cannot encode
+    plain = json.loads(msgspec.json.encode(app.openapi_schema.to_schema()))
+    return json.dumps(plain, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

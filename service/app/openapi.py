@@ -1,9 +1,9 @@
 """The OpenAPI document: strict request schemas (a struct that refuses unknown fields says so with
-``additionalProperties: false``), and the document as committed to ``openapi/openapi.json``."""
+``additionalProperties: false``), for the document committed to ``openapi/openapi.json``
+(``service.app.factory.openapi_document``)."""
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from litestar._openapi.schema_generation import SchemaCreator
     from litestar.openapi.spec import Schema
 
-__all__ = ["StrictStructSchemaPlugin", "openapi_document"]
+__all__ = ["StrictStructSchemaPlugin"]
 
 
 # msgspec constraint -> OpenAPI keyword, for numbers, strings and arrays
@@ -102,14 +102,3 @@ class StrictStructSchemaPlugin(StructSchemaPlugin):
                     continue
                 setattr(prop, keyword, value)
         return schema
-
-
-def openapi_document() -> str:
-    from service.app.factory import create_app
-    from service.app.resources import Resources
-    from service.core.settings import get_settings
-
-    app = create_app(resources=Resources(settings=get_settings()))
-    # through msgspec first: defaults of struct-typed fields are structs, which the json module cannot encode
-    plain = json.loads(msgspec.json.encode(app.openapi_schema.to_schema()))
-    return json.dumps(plain, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

@@ -20,17 +20,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
+import msgspec
 import numpy as np
 
 from service.core.types import Flag, Severity
 
-if TYPE_CHECKING:
-    from service.core.risk import HardFlagRule
-
 __all__ = [
     "FORCING_LEVEL",
+    "HardFlagRule",
     "forcing_flag",
     "level_of",
     "priorities",
@@ -42,6 +40,15 @@ __all__ = [
 
 # a more severe forcing flag ranks higher; 0 is reserved for candidates no flag forces
 FORCING_LEVEL: dict[Severity, int] = {"info": 1, "minor": 2, "major": 3, "critical": 4}
+
+
+class HardFlagRule(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """Which flags force a candidate above every unflagged one."""
+
+    force_to_top: bool = True
+    severities: list[Severity] = msgspec.field(default_factory=lambda: ["critical", "major"])
+    # only these rule names force (None = any rule at the listed severities)
+    rules: list[str] | None = None
 
 
 def level_of(forced_severity: Severity | None) -> int:

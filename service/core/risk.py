@@ -10,7 +10,7 @@ from typing import Literal
 import msgspec
 
 from service.core.errors import InputError, NotFound
-from service.core.ranking import forcing_flag, priority, rank_key
+from service.core.ranking import HardFlagRule, forcing_flag, priority, rank_key
 from service.core.types import Flag, Severity, SignalResult, SignalSkipped, SignalValue
 
 __all__ = [
@@ -39,15 +39,6 @@ class SignalWeight(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     # an add-on term (e.g. a critical-content check the request turned off): when it is missing the model scores
     # without it (z = 0, listed in RiskResult.missing) rather than handing over to its fallback model
     optional: bool = False
-
-
-class HardFlagRule(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """Which flags force a candidate above every unflagged one."""
-
-    force_to_top: bool = True
-    severities: list[Severity] = msgspec.field(default_factory=lambda: ["critical", "major"])
-    # only these rule names force (None = any rule at the listed severities)
-    rules: list[str] | None = None
 
 
 class ReferenceDistribution(msgspec.Struct, forbid_unknown_fields=True, frozen=True):

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from service.app.openapi import openapi_document
+from service.app.factory import openapi_document
 
 COMMITTED = Path(__file__).resolve().parents[2] / "openapi" / "openapi.json"
 

@@ -27,7 +27,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import httpx
 import msgspec
@@ -44,12 +44,12 @@ from service.core.retry import RetryPolicy, parse_retry_after
 from service.core.telemetry import JUDGE_CALLS, JUDGE_TOKENS, LLM_CACHE_HITS
 
 if TYPE_CHECKING:
-    from service.core.llm._cache import ResponseCache
     from service.core.ratelimit import Reservation, SpendMeter
     from service.core.settings import LLMSettings
 
 __all__ = [
     "NO_PROVIDER",
+    "AnswerCache",
     "ChatMessage",
     "ChatResult",
     "Endpoint",
@@ -202,6 +202,18 @@ class _Retryable(Exception):
         self.retry_after = retry_after
 
 
+class AnswerCache(Protocol):
+    """What the client asks of a cache of answers (``_cache.ResponseCache`` keeps them in Redis)."""
+
+    def key(
+        self, *, model: str, prompt_version: str, messages: Sequence[ChatMessage], temperature: float, scope: str = ""
+    ) -> str: ...
+
+    async def get(self, key: str) -> ChatResult | None: ...
+
+    async def set(self, key: str, result: ChatResult) -> None: ...
+
+
 class LLMClient:
     """Chat completions against any number of OpenAI-compatible providers, one shared HTTP connection pool.
 
@@ -217,7 +229,7 @@ class LLMClient:
         burst: float | None = None,
         timeout: httpx.Timeout | None = None,
         retry: RetryPolicy | None = None,
-        cache: ResponseCache | None = None,
+        cache: AnswerCache | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         max_response_bytes: int = 1 << 20,
         max_tokens_cap: int = 4096,
@@ -246,7 +258,7 @@ class LLMClient:
         cls,
         settings: LLMSettings,
         *,
-        cache: ResponseCache | None = None,
+        cache: AnswerCache | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> LLMClient:
         timeout = httpx.Timeout(

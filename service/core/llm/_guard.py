@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Literal
 
-from service.core.llm._judging import Cost
+import msgspec
 
 if TYPE_CHECKING:
+    from service.core.llm._client import ChatResult
     from service.core.llm._panels import Judge
     from service.core.settings import LLMSettings
 
-__all__ = ["BACKTRANSLATION_BASE_TOKENS", "MAX_TIMEOUTS", "CallGuard", "CallType", "max_tokens_for"]
+__all__ = ["BACKTRANSLATION_BASE_TOKENS", "MAX_TIMEOUTS", "CallGuard", "CallType", "Cost", "max_tokens_for"]
 
 # a judge that timed out this often in one unit of work is not asked again in it
 MAX_TIMEOUTS = 2
@@ -27,6 +28,43 @@ MAX_TIMEOUTS = 2
 BACKTRANSLATION_BASE_TOKENS = 64
 
 CallType = Literal["gemba", "backtranslation", "text"]
+
+
+class Cost(msgspec.Struct, forbid_unknown_fields=True):
+    """Upstream spend: HTTP requests made (retries included), cache hits, tokens of non-cached answers, calls that
+    timed out, and seconds spent waiting for answers (failed and timed-out calls included)."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    timeouts: int = 0
+    seconds: float = 0.0
+
+    def add(self, other: Cost) -> Cost:
+        self.calls += other.calls
+        self.cache_hits += other.cache_hits
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.timeouts += other.timeouts
+        self.seconds = round(self.seconds + other.seconds, 3)
+        return self
+
+    @classmethod
+    def total(cls, costs: Iterable[Cost]) -> Cost:
+        """The sum of ``costs`` (a panel's judges, a job's units), as a new Cost."""
+        total = cls()
+        for cost in costs:
+            total.add(cost)
+        return total
+
+    def add_result(self, result: ChatResult) -> None:
+        if result.cached:
+            self.cache_hits += 1
+            return
+        self.calls += result.attempts
+        self.prompt_tokens += result.usage.prompt_tokens
+        self.completion_tokens += result.usage.completion_tokens
 
 
 def max_tokens_for(call: CallType, judge: Judge | None, settings: LLMSettings, *, source_chars: int = 0) -> int:

@@ -11,18 +11,18 @@ import asyncio
 import functools
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, Self, TypeVar
 
 import msgspec
 
 from service.core.errors import UpstreamError, UpstreamTimeout
-from service.core.llm._client import ChatMessage, ChatResult, Endpoint, LLMClient
+from service.core.llm._client import ChatMessage, Endpoint, LLMClient
+from service.core.llm._guard import CallGuard, Cost
 from service.core.ratelimit import SpendExhausted
 from service.core.telemetry import JUDGE_PARSE_FAILURES
 
 if TYPE_CHECKING:
-    from service.core.llm._guard import CallGuard
     from service.core.llm._panels import Judge
 
 __all__ = [
@@ -69,43 +69,6 @@ class Attempt(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     error: str | None
     cached: bool
     latency_ms: float
-
-
-class Cost(msgspec.Struct, forbid_unknown_fields=True):
-    """Upstream spend: HTTP requests made (retries included), cache hits, tokens of non-cached answers, calls that
-    timed out, and seconds spent waiting for answers (failed and timed-out calls included)."""
-
-    calls: int = 0
-    cache_hits: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    timeouts: int = 0
-    seconds: float = 0.0
-
-    def add(self, other: Cost) -> Cost:
-        self.calls += other.calls
-        self.cache_hits += other.cache_hits
-        self.prompt_tokens += other.prompt_tokens
-        self.completion_tokens += other.completion_tokens
-        self.timeouts += other.timeouts
-        self.seconds = round(self.seconds + other.seconds, 3)
-        return self
-
-    @classmethod
-    def total(cls, costs: Iterable[Cost]) -> Cost:
-        """The sum of ``costs`` (a panel's judges, a job's units), as a new Cost."""
-        total = cls()
-        for cost in costs:
-            total.add(cost)
-        return total
-
-    def add_result(self, result: ChatResult) -> None:
-        if result.cached:
-            self.cache_hits += 1
-            return
-        self.calls += result.attempts
-        self.prompt_tokens += result.usage.prompt_tokens
-        self.completion_tokens += result.usage.completion_tokens
 
 
 class Outcome(Generic[T]):

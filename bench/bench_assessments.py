@@ -34,8 +34,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from service.core.settings import SHARED_DIR  # noqa: E402
-from service.evaluation import Stack, load_benchmark, request_item, wait_ready  # noqa: E402
+from service.platform.settings import SHARED_DIR  # noqa: E402
+from tests.support.evaluation import Stack, load_benchmark, request_item, wait_ready  # noqa: E402
 
 
 async def _latency(url: str, key: str, items: list[dict], rate: float, seconds: float) -> tuple[np.ndarray, int]:

@@ -1,6 +1,6 @@
 """What unauthenticated traffic costs the API: resident memory and answers after ``--keys`` random well-formed keys.
 
-A real ``trisk serve`` (service.evaluation.Stack with no worker, a private redis-server, its own SQLite file,
+A real ``trisk serve`` (tests.support.evaluation.Stack with no worker, a private redis-server, its own SQLite file,
 loopback only) gets ``--keys`` requests, each with a fresh random key id (``trisk_<12 hex>_<43 chars>``), on one
 keep-alive connection. Printed: the API's VmRSS before and after (after a warm-up of 1,000 such requests, so first-use
 allocations are not counted), the statuses, and the rate. Run it with ``TRISK_AUTH_FAILURES_PER_MINUTE=0`` to see
@@ -26,7 +26,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from service.evaluation import Stack  # noqa: E402
+from tests.support.evaluation import Stack  # noqa: E402
 
 
 def rss_kib(pid: int) -> int:

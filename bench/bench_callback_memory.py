@@ -1,6 +1,6 @@
 """A worker's resident memory while it delivers a callback to a receiver that answers 200 and then streams without end.
 
-On a private stack (service.evaluation.Stack: the API and one worker as subprocesses, a private redis-server, a
+On a private stack (tests.support.evaluation.Stack: the API and one worker as subprocesses, a private redis-server, a
 small index built from SN 12, loopback only): a receiver in its own process answers the callback POST with a 200 whose
 body is ``--stream-mib`` MiB (the issue's receiver sent 1.5 GB); one assessment is posted with that callback URL and
 the worker's VmRSS is sampled every 20 ms until the callback reads delivered or failed. Printed: the worker's VmRSS
@@ -25,8 +25,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from service.core.settings import SHARED_DIR  # noqa: E402
-from service.evaluation import Stack, wait_ready  # noqa: E402
+from service.platform.settings import SHARED_DIR  # noqa: E402
+from tests.support.evaluation import Stack, wait_ready  # noqa: E402
 
 # the receiver: reads one request, answers 200 with a huge content-length and streams until told size or a closed
 # socket; prints how many body bytes it got out

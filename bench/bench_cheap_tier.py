@@ -28,8 +28,8 @@ from service.core.novelty_report import NoveltySkipped  # noqa: E402
 from service.core.pipeline import cheap_tier  # noqa: E402
 from service.core.records import DEFAULT_CHECKS, CandidateIn  # noqa: E402
 from service.core.risk import RiskRegistry  # noqa: E402
-from service.core.settings import get_settings  # noqa: E402
 from service.core.signals import load_length_model  # noqa: E402
+from service.platform.settings import get_settings  # noqa: E402
 
 TARGET = 0.90
 

@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
 from service.core.palibench import load_palibench  # noqa: E402
-from service.core.settings import get_settings  # noqa: E402
-from service.evaluation import Stack, wait_ready  # noqa: E402
+from service.platform.settings import get_settings  # noqa: E402
+from tests.support.evaluation import Stack, wait_ready  # noqa: E402
 
 PROBE = {"text": "Sattaratanasampannā, Tīsu sikkhāsu sikkhitā; Anuvicaranti mahāvīrā.", "lang": "pli"}
 

@@ -1,4 +1,4 @@
-"""Interactive work beside bulk work, and one tenant beside another (lanes and fair shares, ``service.core.lanes``).
+"""Interactive work beside bulk work, and one tenant beside another (lanes and fair shares, ``service.state.lanes``).
 
 A private stack (redis-server, the API, ONE real worker subprocess) per scenario, PaliBench dev passages:
 
@@ -34,8 +34,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from service.core.settings import SHARED_DIR, get_settings  # noqa: E402
-from service.evaluation import Stack, load_benchmark, wait_ready  # noqa: E402
+from service.platform.settings import SHARED_DIR, get_settings  # noqa: E402
+from tests.support.evaluation import Stack, load_benchmark, wait_ready  # noqa: E402
 
 TENANT_B = "bench-lanes-b"
 
@@ -55,8 +55,8 @@ def passages(n: int, candidates: int, offset: int = 0) -> list[dict[str, Any]]:
 
 
 def key_for(tenant: str) -> str:
-    from service.core.durable import open_store
-    from service.core.durable.access import issue_key
+    from service.state.durable import open_store
+    from service.state.durable.access import issue_key
 
     token, _ = issue_key(open_store(get_settings().durable), tenant, "bench_lanes", ["submit", "read"])
     return token

@@ -23,7 +23,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from service.core.llm import (
+from service.core.judges.llm import (
     CascadeItem,
     Judge,
     LLMClient,
@@ -33,7 +33,7 @@ from service.core.llm import (
     score_candidate,
     select_judges,
 )
-from service.core.settings import LLMSettings
+from service.platform.settings import LLMSettings
 from tests.fakes.openai_server import FakeOpenAIServer
 
 LOCAL_CHECKS = ["peer_distance", "length_ratio", "hard_flags", "critical", "gemba", "backtranslation"]
@@ -201,8 +201,8 @@ async def cascade_calls(server: FakeOpenAIServer, n: int) -> None:
 
 def answers_first(n: int, deadline: float, budget: float) -> None:
     """Time to the cheap result and to the final result of ``n`` assessments with the LLM tier on."""
-    from service.core.settings import SHARED_DIR
-    from service.evaluation import Stack, load_benchmark, request_item, wait_ready
+    from service.platform.settings import SHARED_DIR
+    from tests.support.evaluation import Stack, load_benchmark, request_item, wait_ready
     from tests.support.local_llm import local_llm, profile_env
 
     bench = load_benchmark(SHARED_DIR / "palibench-dev", SHARED_DIR / "corpus" / "bilara", limit=n)

@@ -1,6 +1,6 @@
 """Load and capacity: sustained request rates, Redis memory per stored assessment, resident memory per process.
 
-On a private stack (service.evaluation.Stack: the API and workers as subprocesses, a private redis-server
+On a private stack (tests.support.evaluation.Stack: the API and workers as subprocesses, a private redis-server
 persisted as the service's is, loopback only), with PaliBench dev passages (10 candidates each) as the requests:
 
 1. resident memory (VmRSS) of the API and of each worker, idle after start;
@@ -41,8 +41,8 @@ import redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from service.core.settings import SHARED_DIR  # noqa: E402
-from service.evaluation import Stack, load_benchmark, request_item, wait_ready  # noqa: E402
+from service.platform.settings import SHARED_DIR  # noqa: E402
+from tests.support.evaluation import Stack, load_benchmark, request_item, wait_ready  # noqa: E402
 
 # what varies between the keys of one family: ids and content hashes
 _ID = re.compile(r"[0-9a-f]{16,}")

@@ -25,7 +25,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from palibench_features import load_bench  # noqa: E402
 
-from service.core.llm import (  # noqa: E402
+from service.core.judges.llm import (  # noqa: E402
     ChatMessage,
     ChatResult,
     Endpoint,

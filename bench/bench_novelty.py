@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT))
 from service.core.corpus import load_bilara  # noqa: E402
 from service.core.metrics import spearman  # noqa: E402
 from service.core.novelty import NoveltyIndex, build_index  # noqa: E402
-from service.core.settings import SHARED_DIR, get_settings  # noqa: E402
-from service.evaluation import free_port, load_benchmark  # noqa: E402
+from service.platform.settings import SHARED_DIR, get_settings  # noqa: E402
+from tests.support.evaluation import free_port, load_benchmark  # noqa: E402
 
 BILARA = SHARED_DIR / "corpus" / "bilara"
 SUJATO = BILARA / "translation" / "en" / "sujato"

@@ -35,7 +35,7 @@ import redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
-from service.local_redis import RedisServer  # noqa: E402
+from tests.support.local_redis import RedisServer  # noqa: E402
 
 
 @dataclass

@@ -26,13 +26,13 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from service.core.durable import DurableStore, database_url, make_engine, upgrade
-from service.core.durable import review_items as rows
-from service.core.durable.schema import review_items
-from service.core.review.queue import ItemSnapshot, QueueItem
-from service.core.settings import DurableSettings
 from service.core.types import SignalValue
-from service.evaluation import throwaway_postgres
+from service.platform.settings import DurableSettings
+from service.review.queue import ItemSnapshot, QueueItem
+from service.state.durable import DurableStore, database_url, make_engine, upgrade
+from service.state.durable import review_items as rows
+from service.state.durable.schema import review_items
+from tests.support.evaluation import throwaway_postgres
 
 ADMIN = os.environ.get("TRISK_TEST_POSTGRES_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
 

@@ -22,8 +22,8 @@ import redis.asyncio as aioredis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from service.core.llm import ChatMessage, Endpoint, LLMClient, RetryPolicy  # noqa: E402
-from service.core.ratelimit import SpendExhausted, SpendMeter  # noqa: E402
+from service.core.judges.llm import ChatMessage, Endpoint, LLMClient, RetryPolicy  # noqa: E402
+from service.platform.ratelimit import SpendExhausted, SpendMeter  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer, Reply  # noqa: E402
 
 

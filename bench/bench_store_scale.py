@@ -1,7 +1,7 @@
 """GET /v1/assessments/{id} against a large durable store on PostgreSQL: p50/p99 under concurrent clients as the
 stored rows grow, and the store's bytes per assessment.
 
-A private stack (service.evaluation.Stack: the API and a worker as subprocesses, a private redis-server, a
+A private stack (tests.support.evaluation.Stack: the API and a worker as subprocesses, a private redis-server, a
 PostgreSQL database made for the run on the local server and dropped after) takes ``--real`` PaliBench dev passages
 of 10 candidates through the real path (cheap tier); their rows are then copied server-side (INSERT ... SELECT,
 new ids, ``--tenants`` tenants, the bench's own among them) up to each size of ``--sizes``; at each size
@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT))
 from bench_load import _wait_done  # noqa: E402
 from bench_store_size import store_bytes  # noqa: E402
 
-from service.core.settings import SHARED_DIR  # noqa: E402
-from service.evaluation import Stack, load_benchmark, request_item, throwaway_postgres, wait_ready  # noqa: E402
+from service.platform.settings import SHARED_DIR  # noqa: E402
+from tests.support.evaluation import Stack, load_benchmark, request_item, throwaway_postgres, wait_ready  # noqa: E402
 
 TENANT = "evaluation"  # the tenant of the key Stack issues
 COLUMNS = (

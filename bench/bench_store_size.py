@@ -2,7 +2,7 @@
 caches, through the real path.
 
 For each engine (the SQLite file; a PostgreSQL database made for the run on the local server and dropped after) a
-private stack (service.evaluation.Stack: the API and a worker as subprocesses, a private redis-server persisted as
+private stack (tests.support.evaluation.Stack: the API and a worker as subprocesses, a private redis-server persisted as
 the service's is, loopback only) takes ``--stored`` PaliBench dev passages of 10 candidates (cheap tier), waits until
 all are done, then prints:
 
@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench_load import _wait_done  # noqa: E402  (the one wait for a stack's assessments to finish)
 
-from service.core.settings import SHARED_DIR  # noqa: E402
-from service.evaluation import Stack, load_benchmark, request_item, throwaway_postgres, wait_ready  # noqa: E402
+from service.platform.settings import SHARED_DIR  # noqa: E402
+from tests.support.evaluation import Stack, load_benchmark, request_item, throwaway_postgres, wait_ready  # noqa: E402
 
 TABLES = ("assessments", "batches", "idempotency_keys", "score_pool", "judge_jobs")
 PACKED = ("meta", "cheap", "provisional", "llm", "final", "callback", "callback_cheap")

@@ -41,9 +41,9 @@ from service.core.palibench import OUTLIER_DRIFT  # noqa: E402
 from service.core.pipeline import cheap_tier, final_risks  # noqa: E402
 from service.core.records import DEFAULT_CHECKS, CandidateIn  # noqa: E402
 from service.core.risk import RiskRegistry, score  # noqa: E402
-from service.core.settings import get_settings  # noqa: E402
 from service.core.signals import load_length_model  # noqa: E402
 from service.core.types import Flag, SignalValue  # noqa: E402
+from service.platform.settings import get_settings  # noqa: E402
 
 BUDGETS = STUDY_BUDGETS
 RISK = "risk"

@@ -16,8 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from service.core.settings import get_settings  # noqa: E402
-from service.evaluation import load_benchmark, report, run  # noqa: E402
+from service.platform.settings import get_settings  # noqa: E402
+from tests.support.evaluation import load_benchmark, report, run  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

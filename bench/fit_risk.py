@@ -1,4 +1,4 @@
-"""The PaliBench driver of the one risk-model fitter (``service.core.calibration.search``): fits the shipped models on
+"""The PaliBench driver of the one risk-model fitter (``service.review.calibration.search``): fits the shipped models on
 the dev half, prints their CV, in-sample and nested-CV tables, and writes models/risk/*.json and aliases.json.
 
 ``--peer-embedder e5`` (the features of bench/palibench_features.py --peer-embedder e5) fits and writes the e5
@@ -37,7 +37,13 @@ from palibench_features import (  # noqa: E402
 )
 
 from service.core.budget import DEFAULT_BUDGET, STUDY_BUDGETS  # noqa: E402
-from service.core.calibration.search import (  # noqa: E402
+from service.core.metrics import DEFAULT_BUDGETS, auc, budget_stats, recall_at_budget, spearman  # noqa: E402
+from service.core.palibench import OUTLIER_DRIFT  # noqa: E402
+from service.core.ranking import forcing_flag, priorities  # noqa: E402
+from service.core.risk import HardFlagRule, RiskModel  # noqa: E402
+from service.core.signals import PEER_SIGNALS  # noqa: E402
+from service.core.types import Flag  # noqa: E402
+from service.review.calibration.search import (  # noqa: E402
     SEED,
     SIMPLER_MARGIN,
     FitData,
@@ -52,12 +58,6 @@ from service.core.calibration.search import (  # noqa: E402
     nested_cv,
     selection_description,
 )
-from service.core.metrics import DEFAULT_BUDGETS, auc, budget_stats, recall_at_budget, spearman  # noqa: E402
-from service.core.palibench import OUTLIER_DRIFT  # noqa: E402
-from service.core.ranking import forcing_flag, priorities  # noqa: E402
-from service.core.risk import HardFlagRule, RiskModel  # noqa: E402
-from service.core.signals import PEER_SIGNALS  # noqa: E402
-from service.core.types import Flag  # noqa: E402
 
 N_FOLDS = 5
 REPORT_BUDGETS = STUDY_BUDGETS

@@ -23,7 +23,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from service.core.palibench import DEV_DIR, load_palibench  # noqa: E402
-from service.core.settings import SHARED_DIR  # noqa: E402
+from service.platform.settings import SHARED_DIR  # noqa: E402
 
 if TYPE_CHECKING:
     from service.core.embeddings import OnnxEmbedder

@@ -1,5 +1,5 @@
 """Fit the default risk model on untouched PaliBench dev candidates and injected errors together, through the one
-fitter (``service.core.calibration.search``: robust z terms, forward selection, weight search, grouped CV by sutta).
+fitter (``service.review.calibration.search``: robust z terms, forward selection, weight search, grouped CV by sutta).
 
 Rows: every untouched dev candidate (positive when PaliBench calls it an outlier) and every injected error of an
 ``eval_challenge_risk --dump`` (positive). The selection objective, on held-out folds ranked as the service ranks
@@ -32,7 +32,11 @@ from challenge_set import load_outlier_labels  # noqa: E402
 from eval_challenge_risk import dumped_flags  # noqa: E402
 from fit_risk import embedding_model_of, read_aliases, write_aliases, write_model  # noqa: E402
 
-from service.core.calibration.search import (  # noqa: E402
+from service.core.metrics import auc, recall_at_budget  # noqa: E402
+from service.core.ranking import forcing_flag, priorities  # noqa: E402
+from service.core.risk import HardFlagRule, ReferenceDistribution, RiskModel, load_model  # noqa: E402
+from service.core.types import Severity  # noqa: E402
+from service.review.calibration.search import (  # noqa: E402
     SEED,
     FitData,
     Search,
@@ -45,10 +49,6 @@ from service.core.calibration.search import (  # noqa: E402
     nested_cv,
     selection_description,
 )
-from service.core.metrics import auc, recall_at_budget  # noqa: E402
-from service.core.ranking import forcing_flag, priorities  # noqa: E402
-from service.core.risk import HardFlagRule, ReferenceDistribution, RiskModel, load_model  # noqa: E402
-from service.core.types import Severity  # noqa: E402
 
 N_FOLDS = 5
 MAX_TERMS = 8

@@ -27,12 +27,12 @@ import httpx
 _ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(_ROOT))
 
-from service.core.durable import open_store  # noqa: E402
-from service.core.durable.access import issue_key  # noqa: E402
-from service.core.review import item_id_of  # noqa: E402
-from service.core.settings import SHARED_DIR, Settings  # noqa: E402
-from service.evaluation import Stack, load_benchmark, request_item  # noqa: E402
+from service.platform.settings import SHARED_DIR, Settings  # noqa: E402
+from service.review import item_id_of  # noqa: E402
+from service.state.durable import open_store  # noqa: E402
+from service.state.durable.access import issue_key  # noqa: E402
 from tests.support.browser import chromium  # noqa: E402
+from tests.support.evaluation import Stack, load_benchmark, request_item  # noqa: E402
 
 TENANT = "workbench-demo"
 EXAMPLE = _ROOT / "openapi" / "examples" / "assessment-an4.1.json"

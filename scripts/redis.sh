@@ -2,7 +2,7 @@
 # Make sure a Redis answers at REDIS_URL (default redis://127.0.0.1:6379/0); start a local redis-server if not.
 set -euo pipefail
 url="${REDIS_URL:-redis://127.0.0.1:6379/0}"
-# as k8s/redis.yaml; the setting is declared (and documented) in service/core/settings.py
+# as k8s/redis.yaml; the setting is declared (and documented) in service/platform/settings.py
 maxmemory="${TRISK_REDIS_MAXMEMORY:-1280mb}"
 hostport="${url#redis://}"; hostport="${hostport%%/*}"; hostport="${hostport##*@}"
 host="${hostport%%:*}"; port="${hostport##*:}"; [ "$port" = "$hostport" ] && port=6379
@@ -24,7 +24,7 @@ command -v redis-server >/dev/null || { echo "redis: redis-server is not install
 umask 077
 mkdir -p var/redis
 chmod 700 var/redis
-# as the service's Redis runs everywhere (service/local_redis.py, k8s/redis.yaml; a test keeps them alike): every write
+# as the service's Redis runs everywhere (tests/support/local_redis.py, k8s/redis.yaml; a test keeps them alike): every write
 # in the AOF, fsynced before Redis acknowledges it (README, "Durability"), no RDB snapshots, never evicting: once full
 # (TRISK_REDIS_MAXMEMORY) it refuses writes, which the API answers with 503 and workers wait out
 redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --dir "$PWD/var/redis" --logfile "$PWD/var/redis/redis.log" \

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from service.core.corpus import FilterRules, Passage, apply_filters, load_bilara, load_jsonl
-from service.core.settings import SHARED_DIR, SettingError, declared_settings, get_settings, settings_table
+from service.platform.settings import SHARED_DIR, SettingError, declared_settings, get_settings, settings_table
 
 __all__ = ["main"]
 
@@ -105,7 +105,7 @@ def cmd_settings(args: argparse.Namespace) -> int:
     if not args.current:
         sys.stdout.write(settings_table())
         return 0
-    from service.core.redact import is_secret_setting, redact_url, remember, scrub
+    from service.platform.redact import is_secret_setting, redact_url, remember, scrub
 
     settings = get_settings()
     remember(settings)
@@ -124,8 +124,8 @@ def cmd_settings(args: argparse.Namespace) -> int:
 
 
 def cmd_db(args: argparse.Namespace) -> int:
-    from service.core.durable import database_url, describe, make_engine, migrate
-    from service.core.durable.migrate import revision, schema_state, upgrade
+    from service.state.durable import database_url, describe, make_engine, migrate
+    from service.state.durable.migrate import revision, schema_state, upgrade
 
     if args.db_command == "revision":
         path = revision(args.message)
@@ -166,8 +166,8 @@ def cmd_keys(args: argparse.Namespace) -> int:
     import datetime as dt
     import time
 
-    from service.core.durable import open_store
-    from service.core.durable.access import AccessStore, ensure_key_file, issue_key
+    from service.state.durable import open_store
+    from service.state.durable.access import AccessStore, ensure_key_file, issue_key
 
     store = open_store(get_settings().durable)
     access = AccessStore(store)
@@ -202,11 +202,11 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 
 def cmd_secrets(args: argparse.Namespace) -> int:
-    """Callback secrets at rest (service/core/sealing.py): a new key for TRISK_SECRET_KEYS, or every tenant's
+    """Callback secrets at rest (service/platform/sealing.py): a new key for TRISK_SECRET_KEYS, or every tenant's
     current secret sealed again under the first key (after a rotation, or once a key is first set)."""
-    from service.core.durable import open_store
-    from service.core.durable.access import AccessStore
-    from service.core.sealing import Sealer, new_key_spec
+    from service.platform.sealing import Sealer, new_key_spec
+    from service.state.durable import open_store
+    from service.state.durable.access import AccessStore
 
     if args.secrets_command == "new-key":
         print(new_key_spec(args.id))
@@ -224,7 +224,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from service.app.server import bounded_http_protocol
-    from service.core.telemetry import configure_logging
+    from service.platform.telemetry import configure_logging
 
     settings = get_settings()
     configure_logging(settings.api.log_format)
@@ -246,10 +246,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_migrate_redis(args: argparse.Namespace) -> int:
     import redis
 
-    from service.core.durable import open_store
-    from service.core.durable.redis_import import migrate_redis
-    from service.core.review.queue import rebuild_review_items
-    from service.core.store import Store
+    from service.review.queue import rebuild_review_items
+    from service.state.durable import open_store
+    from service.state.durable.redis_import import migrate_redis
+    from service.state.store import Store
 
     settings = get_settings()
     client = redis.Redis.from_url(args.redis_url or settings.redis.url)

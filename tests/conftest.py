@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from service.core.corpus import FilterRules, load_bilara
-from service.core.durable import DurableStore
 from service.core.novelty import IndexParams, NoveltyIndex, build_index
-from service.core.settings import SHARED_DIR, DurableSettings, Settings, get_settings
+from service.platform.settings import SHARED_DIR, DurableSettings, Settings, get_settings
+from service.state.durable import DurableStore
 from tests.durable_support import (
     ADMIN_URL,
     ENGINES,
@@ -103,8 +103,8 @@ def test_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings
 
 def issue_test_key(settings: Settings, tenant: str = TEST_TENANT, scopes: tuple[str, ...] = ("admin",)) -> str:
     """A real API key in the durable store the app of these settings reads (the tests' throwaway database)."""
-    from service.core.durable import open_store
-    from service.core.durable.access import issue_key
+    from service.state.durable import open_store
+    from service.state.durable.access import issue_key
 
     token, _ = issue_key(open_store(settings.durable), tenant, "test", list(scopes))
     return token
@@ -232,7 +232,7 @@ def _loopback_resolver(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
     import ipaddress
     import socket
 
-    from service.core import callbacks
+    from service.platform import callbacks
 
     table = dict(FAKE_DNS)
 

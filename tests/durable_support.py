@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from service.core.durable import DurableStore, database_url, make_engine, upgrade
-from service.core.settings import DurableSettings
+from service.platform.settings import DurableSettings
+from service.state.durable import DurableStore, database_url, make_engine, upgrade
 
 ENGINES = ("sqlite", "postgresql")
 # the server's maintenance database, reached as a role that may create databases (trust auth on this machine)
@@ -110,7 +110,7 @@ def tally_line() -> str | None:
 
 def review_item_ids(settings: DurableSettings, tenant: str, assessment_id: str | None = None) -> list[str]:
     """The ids of a tenant's review items in the store (of one assessment), sorted: what worker tests count."""
-    from service.core.durable.schema import review_items
+    from service.state.durable.schema import review_items
 
     c = review_items.c
     query = sa.select(c.id).where(c.tenant == tenant)

@@ -8,11 +8,11 @@ from typing import Any
 import msgspec
 import sqlalchemy as sa
 
-from service.core.durable import DurableStore, open_store
-from service.core.durable.packing import unpack
-from service.core.durable.records_store import RecordStore
-from service.core.durable.schema import assessments, score_pool
-from service.core.settings import DurableSettings, get_settings
+from service.platform.settings import DurableSettings, get_settings
+from service.state.durable import DurableStore, open_store
+from service.state.durable.packing import unpack
+from service.state.durable.records_store import RecordStore
+from service.state.durable.schema import assessments, score_pool
 
 __all__ = ["pooled_count", "record_fields", "store_of", "stored_ids"]
 

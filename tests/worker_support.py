@@ -12,7 +12,7 @@ from typing import Any
 
 from arq.worker import Worker
 
-from service.core.settings import Settings
+from service.platform.settings import Settings
 from workers.lifecycle import shutdown, startup
 from workers.settings import WorkerSettings, redis_settings
 
@@ -128,12 +128,12 @@ class CallbackReceiver:
 
 @contextmanager
 def live_worker_heartbeat(settings: Settings, index: Any) -> Iterator[None]:
-    """A worker's heartbeat (service.core.worker_registry) on the settings' queue, beating in a thread of its own, for
+    """A worker's heartbeat (service.state.worker_registry) on the settings' queue, beating in a thread of its own, for
     tests of the API that expect a live worker with the same index."""
     from redis.asyncio import Redis
 
     from service import __version__
-    from service.core.worker_registry import Capabilities, Heartbeat, IndexState, JudgeConfig
+    from service.state.worker_registry import Capabilities, Heartbeat, IndexState, JudgeConfig
 
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)

@@ -24,11 +24,11 @@ from typing import Any
 
 from arq import Retry
 
-from service.core import lanes
-from service.core.errors import NotFound
-from service.core.llm import NO_PROVIDER
-from service.core.store import AssessmentState
-from service.core.telemetry import CHECK_FAILURES
+from service.core.judges.llm import NO_PROVIDER
+from service.platform.errors import NotFound
+from service.platform.telemetry import CHECK_FAILURES
+from service.state import lanes
+from service.state.store import AssessmentState
 from workers.cheap_tier import run_cheap
 from workers.context import WorkerContext
 from workers.llm_tier import llm_guard, run_llm_tier

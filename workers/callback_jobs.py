@@ -9,16 +9,16 @@ import time
 import httpx
 import msgspec
 
-from service.core import lanes
-from service.core.callbacks import CallbackRefused, post_callback
-from service.core.durable.access import AccessStore
-from service.core.errors import NotFound
 from service.core.records import CallbackEvent, callback_events
-from service.core.retry import callback_retry_delay
-from service.core.sealing import Sealer
-from service.core.store import AssessmentState
-from service.core.telemetry import CHECK_FAILURES
-from service.core.views import render_assessment
+from service.platform.callbacks import CallbackRefused, post_callback
+from service.platform.errors import NotFound
+from service.platform.retry import callback_retry_delay
+from service.platform.sealing import Sealer
+from service.platform.telemetry import CHECK_FAILURES
+from service.state import lanes
+from service.state.durable.access import AccessStore
+from service.state.store import AssessmentState
+from service.state.views import render_assessment
 from workers.context import WorkerContext
 from workers.policy import FailurePolicy, observed
 

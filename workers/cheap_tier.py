@@ -7,12 +7,12 @@ import asyncio
 from typing import Any
 
 from service.core.embeddings._cache import for_tenant
-from service.core.llm import NO_PROVIDER
+from service.core.judges.llm import NO_PROVIDER
 from service.core.novelty_report import NoveltyPending, source_novelty
 from service.core.pipeline import cheap_tier
 from service.core.records import LLM_CHECKS, LLM_SIGNALS, CheapPart
-from service.core.store import AssessmentState
 from service.core.types import SignalSkipped
+from service.state.store import AssessmentState
 from workers.context import WorkerContext
 
 __all__ = ["run_cheap"]

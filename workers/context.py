@@ -13,16 +13,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from service.core.ratelimit import charged_to
+from service.platform.ratelimit import charged_to
 
 if TYPE_CHECKING:
     import httpx
     from redis.asyncio import Redis
 
-    from service.core.risk_catalog import ModelCatalog
-    from service.core.settings import Settings
-    from service.core.store import Store
-    from service.core.worker_registry import Heartbeat
+    from service.platform.settings import Settings
+    from service.state.risk_catalog import ModelCatalog
+    from service.state.store import Store
+    from service.state.worker_registry import Heartbeat
     from workers.lifecycle import Embedders
 
 __all__ = ["KEY", "IndexSource", "WorkerContext", "tries_of"]
@@ -49,7 +49,7 @@ class WorkerContext:
     indexes: IndexSource
     critical: Any  # the critical-error checker (service.core.critical)
     llm: Any  # the LLM client; None: this worker holds no provider
-    llm_panel: Any  # the default judge panel (service.core.llm.Panel)
+    llm_panel: Any  # the default judge panel (service.core.judges.llm.Panel)
     http: httpx.AsyncClient  # callbacks
     retry_delay: Callable[[int], float]  # seconds before the next try of a failed job (a test may pass 0)
     cheap_job_timeout: float  # ARQ's timeouts of the jobs (a test that shortens them says so)

@@ -14,14 +14,14 @@ from redis.asyncio import Redis
 
 from service import __version__
 from service.core.embeddings import encoder_threads
-from service.core.errors import TriskError
-from service.core.redact import redact_url, remember
-from service.core.redis_client import REDIS_UNAVAILABLE, waiting_retry
 from service.core.risk import RiskRegistry
-from service.core.risk_catalog import ModelCatalog
-from service.core.settings import Settings, get_settings
-from service.core.store import Store
-from service.core.worker_registry import Capabilities, Heartbeat, IndexState, JudgeConfig
+from service.platform.errors import TriskError
+from service.platform.redact import redact_url, remember
+from service.platform.redis_client import REDIS_UNAVAILABLE, waiting_retry
+from service.platform.settings import Settings, get_settings
+from service.state.risk_catalog import ModelCatalog
+from service.state.store import Store
+from service.state.worker_registry import Capabilities, Heartbeat, IndexState, JudgeConfig
 from workers.context import KEY, WorkerContext
 from workers.policy import CHEAP_JOB_TIMEOUT, llm_job_timeout, retry_delay
 
@@ -98,7 +98,7 @@ class PanelUnavailable(RuntimeError):
 def _default_panel(settings: Settings) -> Any:
     """The default judge panel (``TRISK_LLM_PANEL``); one that does not load stops the worker with the reason, so a
     broken panel shows as a worker that does not start, not as judges that silently never run."""
-    from service.core.llm import load_panel
+    from service.core.judges.llm import load_panel
 
     panels = settings.risk.panels_dir
     try:
@@ -114,8 +114,8 @@ async def startup(ctx: dict[str, Any]) -> None:
     """Open the shared clients into ``ctx["worker"]``; anything a test already put in ``ctx`` under a field's name
     (settings, fakes) is taken instead."""
     from service.core.critical import default_checker
-    from service.core.durable import open_store
-    from service.core.llm import LLMClient, ResponseCache
+    from service.core.judges.llm import LLMClient, ResponseCache
+    from service.state.durable import open_store
 
     given = {f.name: ctx.pop(f.name) for f in dataclasses.fields(WorkerContext) if f.name in ctx}
 
@@ -207,7 +207,7 @@ def _check_models(settings: Settings, catalog: ModelCatalog, embedders: Embedder
 
 
 def capabilities(worker: WorkerContext, indexes: dict[str, Any]) -> Capabilities:
-    """What this worker publishes about itself (service.core.worker_registry): its judges, the indexes it loaded
+    """What this worker publishes about itself (service.state.worker_registry): its judges, the indexes it loaded
     (and those it could not), its encoders."""
     settings = worker.settings
     panel = worker.llm_panel

@@ -1,4 +1,4 @@
-"""The LLM tier of an assessment on a worker: the judge cascade (``service.core.llm.run_cascade``) within the LLM
+"""The LLM tier of an assessment on a worker: the judge cascade (``service.core.judges.llm.run_cascade``) within the LLM
 deadline, and the LLM part it stores (its result, or the reason it stopped: skipped, timed_out, failed)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import time
 from typing import Any, Literal
 
 from service.core.records import LLM_CHECKS, LLM_SIGNALS, CandidateOutcome, LLMPart, LLMSignature, PromptVersion
-from service.core.store import AssessmentState
 from service.core.types import SignalSkipped
+from service.state.store import AssessmentState
 from workers.context import WorkerContext
 from workers.policy import LLM_GRACE_SECONDS
 
@@ -19,7 +19,7 @@ LLMStop = Literal["skipped", "timed_out", "failed"]
 
 
 def _cascade_items(state: AssessmentState) -> list[Any]:
-    from service.core.llm import CascadeItem
+    from service.core.judges.llm import CascadeItem
 
     assert state.cheap is not None
     req = state.meta.request
@@ -49,7 +49,7 @@ def _cascade_asked(state: AssessmentState) -> dict[str, Any]:
 async def llm_guard(w: WorkerContext, state: AssessmentState) -> Any:
     """The LLM deadline of this assessment, counted from the first try's start (stored once): a retry or a
     redelivery after a lost worker gets what is left of it, not a fresh deadline."""
-    from service.core.llm import CallGuard
+    from service.core.judges.llm import CallGuard
 
     deadline = w.settings.llm.deadline_seconds
     if deadline <= 0:
@@ -62,7 +62,7 @@ async def llm_guard(w: WorkerContext, state: AssessmentState) -> Any:
 
 async def run_llm_tier(w: WorkerContext, state: AssessmentState, guard: Any) -> LLMPart:
     """The judge cascade within the LLM deadline; a tier that outlives it (plus a grace) stops as timed_out."""
-    from service.core.llm import run_cascade
+    from service.core.judges.llm import run_cascade
 
     settings = w.settings
     deadline = settings.llm.deadline_seconds
@@ -84,7 +84,7 @@ async def run_llm_tier(w: WorkerContext, state: AssessmentState, guard: Any) -> 
 
 
 def _llm_signature(w: WorkerContext) -> LLMSignature:
-    from service.core.llm import (
+    from service.core.judges.llm import (
         BACKTRANSLATION_PROMPT_HASH,
         BACKTRANSLATION_PROMPT_VERSION,
         GEMBA_PROMPT_HASH,
@@ -125,7 +125,7 @@ def _llm_part(w: WorkerContext, result: Any) -> LLMPart:
 def stopped_part(w: WorkerContext, state: AssessmentState, status: LLMStop, reason: str, guard: Any = None) -> LLMPart:
     """The LLM part of a tier that stopped (or never ran: skipped, no provider on this worker): no judge results, the
     reason on every LLM signal, what was planned and what the judges had cost so far."""
-    from service.core.llm import Cost, planned_with
+    from service.core.judges.llm import Cost, planned_with
 
     req = state.meta.request
     settings = w.settings

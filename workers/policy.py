@@ -1,7 +1,7 @@
 """One failure policy and one logging/timing wrapper for every job (assessment tiers, judge jobs, callbacks).
 
 A job's try either finishes, or fails. A failure that may pass (``FailurePolicy.retryable``: an upstream error,
-Redis, the network, the durable store) is retried with a growing delay (``service.core.retry``) while tries are
+Redis, the network, the durable store) is retried with a growing delay (``service.platform.retry``) while tries are
 left (``MAX_TRIES``); anything else, or the last try, is recorded where the client sees it, with the reason
 (``reason``). ARQ is given one spare delivery beyond ``MAX_TRIES`` so that a worker lost during the last try still
 leaves a final state behind (``FailurePolicy.lost``). A job cancelled by ARQ's job timeout (or, for an LLM-tier
@@ -21,11 +21,11 @@ from typing import Any
 
 from arq import Retry
 
-from service.core.errors import TriskError, Unavailable, UpstreamError
-from service.core.redis_client import REDIS_UNAVAILABLE
-from service.core.retry import job_retry_delay
-from service.core.settings import Settings
-from service.core.telemetry import log_context, timed_job
+from service.platform.errors import TriskError, Unavailable, UpstreamError
+from service.platform.redis_client import REDIS_UNAVAILABLE
+from service.platform.retry import job_retry_delay
+from service.platform.settings import Settings
+from service.platform.telemetry import log_context, timed_job
 from workers.context import WorkerContext, tries_of
 
 __all__ = [
@@ -65,7 +65,7 @@ def llm_job_timeout(settings: Settings) -> int:
 
 
 def retry_delay(tries: int) -> float:
-    """Seconds before the next try of a failed job (``service.core.retry``; a test's ctx may replace it)."""
+    """Seconds before the next try of a failed job (``service.platform.retry``; a test's ctx may replace it)."""
     return job_retry_delay(tries)
 
 

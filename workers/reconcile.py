@@ -17,11 +17,11 @@ from typing import Any
 
 from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix
 
-from service.core import judge_jobs, lanes
-from service.core.durable.packing import unpack
 from service.core.records import AssessmentMeta
-from service.core.review import adjudication_jobs
-from service.core.store import Store
+from service.review import adjudication_jobs
+from service.state import judge_jobs, lanes
+from service.state.durable.packing import unpack
+from service.state.store import Store
 from workers.context import WorkerContext
 
 __all__ = ["Plan", "jobs_of", "purge_once", "reconcile_once", "run_periodic"]

@@ -11,7 +11,7 @@ from typing import Any
 from service.core.budget import SeenScores
 from service.core.pipeline import final_part, final_risks
 from service.core.records import FinalPart
-from service.core.store import AssessmentState
+from service.state.store import AssessmentState
 from workers.callback_jobs import queue_callback
 from workers.context import WorkerContext
 from workers.llm_tier import LLMStop, stopped_part
@@ -40,7 +40,7 @@ async def _scored(w: WorkerContext, state: AssessmentState) -> FinalPart:
 async def publish_cheap(w: WorkerContext, state: AssessmentState) -> None:
     """Publish the cheap tier's result while the LLM tier works (status partial): written once, then its candidates
     join the review queue (kept as they are when already there) and the cheap callback is queued when asked for."""
-    from service.core.review import enqueue_for_review
+    from service.review import enqueue_for_review
 
     meta = state.meta
     if state.final is not None:
@@ -73,7 +73,7 @@ async def _tail(w: WorkerContext, state: AssessmentState) -> None:
     """Everything after the final write, each step idempotent: the unforced scores join the tenant's pool (once per
     assessment, marked in its row), the candidates join the review queue (HSETNX), the callback job is queued (a fixed
     job id)."""
-    from service.core.review import enqueue_for_review
+    from service.review import enqueue_for_review
 
     assert state.final is not None
     meta = state.meta

@@ -8,12 +8,12 @@ from typing import Any
 from arq.connections import RedisSettings
 from arq.worker import func
 
-from service.core import lanes
-from service.core.redis_client import REDIS_UNAVAILABLE, waiting_retry
-from service.core.settings import get_settings
-from service.core.telemetry import configure_logging, logging_config, start_metrics_server
-from service.core.worker_registry import HEALTH_RECORD_TTL_MS
-from service.core.worker_registry import health_check_key as arq_health_key
+from service.platform.redis_client import REDIS_UNAVAILABLE, waiting_retry
+from service.platform.settings import get_settings
+from service.platform.telemetry import configure_logging, logging_config, start_metrics_server
+from service.state import lanes
+from service.state.worker_registry import HEALTH_RECORD_TTL_MS
+from service.state.worker_registry import health_check_key as arq_health_key
 from workers import lease
 from workers.assessment_jobs import assess_cheap, assess_llm
 from workers.callback_jobs import deliver_callback
@@ -35,7 +35,7 @@ def redis_settings(url: str) -> RedisSettings:
     backing off up to a second between tries, so the worker's loop carries on by itself when Redis is back (arq ends
     the worker on the first error its loop sees). A Redis away for more than about REDIS_WAIT_SECONDS ends the worker
     (its supervisor starts it again); a full one is waited out for as long as it lasts (a new worker would meet the
-    same full Redis), the health record kept alive meanwhile (service.core.worker_registry.Heartbeat)."""
+    same full Redis), the health record kept alive meanwhile (service.state.worker_registry.Heartbeat)."""
     return dataclasses.replace(
         RedisSettings.from_dsn(url), retry_on_error=list(REDIS_UNAVAILABLE), retry=waiting_retry()
     )

@@ -19,11 +19,11 @@ from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
 from service.app.problems import problem_responses
-from service.core.auth import ApiKey, Principal, authenticate
-from service.core.auth import Scope as KeyScope
-from service.core.errors import Forbidden, MalformedRequest, NotReady, TooManyRequests, Unauthorized
-from service.core.ratelimit import FailureLimiter, RateLimiter
-from service.core.telemetry import RATE_LIMITED, TENANT
+from service.platform.auth import ApiKey, Principal, authenticate
+from service.platform.auth import Scope as KeyScope
+from service.platform.errors import Forbidden, MalformedRequest, NotReady, TooManyRequests, Unauthorized
+from service.platform.ratelimit import FailureLimiter, RateLimiter
+from service.platform.telemetry import RATE_LIMITED, TENANT
 
 __all__ = [
     "RATELIMIT_HEADERS",

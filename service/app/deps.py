@@ -11,15 +11,15 @@ from litestar.di import Provide
 
 from service.app.resources import Resources, open_queue
 from service.app.tenancy import current_tenant
-from service.core import lanes
-from service.core.durable import DurableStore
-from service.core.durable.records_store import Quotas
-from service.core.errors import NotReady, RedisUnavailable
-from service.core.judge_jobs import JudgeJobStore
-from service.core.review.queue import ReviewQueue
-from service.core.risk_catalog import ModelCatalog
-from service.core.settings import Settings
-from service.core.store import Store
+from service.platform.errors import NotReady, RedisUnavailable
+from service.platform.settings import Settings
+from service.review.queue import ReviewQueue
+from service.state import lanes
+from service.state.durable import DurableStore
+from service.state.durable.records_store import Quotas
+from service.state.judge_jobs import JudgeJobStore
+from service.state.risk_catalog import ModelCatalog
+from service.state.store import Store
 
 __all__ = ["JobQueue", "dependencies"]
 
@@ -40,7 +40,7 @@ class JobQueue:
     async def enqueue(
         self, function: str, tenant: str, *args: Any, job_id: str, lane: lanes.Lane = "interactive", cost: int = 1
     ) -> None:
-        """Queue ``function(tenant, *args)`` in its lane at the tenant's fair share (``service.core.lanes``)."""
+        """Queue ``function(tenant, *args)`` in its lane at the tenant's fair share (``service.state.lanes``)."""
         # a fixed job id makes enqueueing idempotent: a replayed request never queues the same work twice
         await lanes.enqueue(await self._pool(), function, tenant, *args, job_id=job_id, lane=lane, cost=cost)
 

@@ -14,7 +14,7 @@ from service.app.middleware import RequestContextMiddleware, add_response_header
 from service.app.openapi import StrictStructSchemaPlugin
 from service.app.plugin import TriskPlugin
 from service.app.resources import Resources
-from service.core.settings import Settings, get_settings
+from service.platform.settings import Settings, get_settings
 
 __all__ = ["create_app", "openapi_document"]
 
@@ -46,7 +46,7 @@ def create_app(
         else None,
         request_max_body_size=settings.limits.max_body_bytes,
         # no logging set-up of Litestar's own (its text handler on the `litestar` logger): its lines go through the
-        # process's one handler (service.core.telemetry.configure_logging), as JSON with the request id and tenant
+        # process's one handler (service.platform.telemetry.configure_logging), as JSON with the request id and tenant
         logging_config=None,
     )
 

@@ -19,8 +19,8 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.app.auth import RATELIMIT_HEADERS
 from service.app.docs import DOCS_CSP
-from service.core.errors import InputError
-from service.core.telemetry import HTTP_DURATION, HTTP_REQUESTS, log_context
+from service.platform.errors import InputError
+from service.platform.telemetry import HTTP_DURATION, HTTP_REQUESTS, log_context
 
 __all__ = ["SECURITY_HEADERS", "RequestContextMiddleware", "add_response_headers", "escaped_nul_at", "refuse_nul"]
 

@@ -36,16 +36,16 @@ from service.app.problems import exception_handlers
 from service.app.resources import Resources, open_queue
 from service.app.review.controllers import AdjudicationController, ReviewController
 from service.app.workbench import template_config, workbench_handlers
-from service.core.durable import open_store
-from service.core.durable.access import AccessStore
 from service.core.novelty import load_indexes
-from service.core.ratelimit import FailureLimiter, RateLimiter
-from service.core.redact import remember
 from service.core.risk import RiskRegistry
-from service.core.risk_catalog import ModelCatalog
-from service.core.sealing import Sealer
-from service.core.settings import Settings
-from service.core.telemetry import start_metrics_server
+from service.platform.ratelimit import FailureLimiter, RateLimiter
+from service.platform.redact import remember
+from service.platform.sealing import Sealer
+from service.platform.settings import Settings
+from service.platform.telemetry import start_metrics_server
+from service.state.durable import open_store
+from service.state.durable.access import AccessStore
+from service.state.risk_catalog import ModelCatalog
 
 __all__ = ["TriskPlugin"]
 

@@ -12,9 +12,9 @@ from litestar.exceptions import HTTPException, NotFoundException, ValidationExce
 from litestar.openapi import ResponseSpec
 from litestar.status_codes import HTTP_400_BAD_REQUEST, HTTP_500_INTERNAL_SERVER_ERROR
 
-from service.core.errors import TriskError
-from service.core.redact import scrub
-from service.core.redis_client import REDIS_UNAVAILABLE, redis_unavailable
+from service.platform.errors import TriskError
+from service.platform.redact import scrub
+from service.platform.redis_client import REDIS_UNAVAILABLE, redis_unavailable
 
 __all__ = [
     "PROBLEM_JSON",
@@ -77,7 +77,7 @@ def problem(
     response_headers: dict[str, str] | None = None,
     **extra: Any,
 ) -> Response[Any]:
-    # no credential in an answer, whatever a dependency's error message quoted (service.core.redact)
+    # no credential in an answer, whatever a dependency's error message quoted (service.platform.redact)
     body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status, "detail": scrub(detail)}
     if request is not None:
         body["instance"] = request.url.path

@@ -11,14 +11,14 @@ from typing import Any
 from redis.asyncio import Redis
 
 from service.app.auth import KeyCache
-from service.core.durable import DurableStore
-from service.core.durable.access import AccessStore
-from service.core.errors import NotReady, UnknownLanguage
 from service.core.novelty import NoveltyIndex
-from service.core.ratelimit import FailureLimiter, RateLimiter
-from service.core.risk_catalog import ModelCatalog
-from service.core.settings import Settings
 from service.core.text import get_normaliser
+from service.platform.errors import NotReady, UnknownLanguage
+from service.platform.ratelimit import FailureLimiter, RateLimiter
+from service.platform.settings import Settings
+from service.state.durable import DurableStore
+from service.state.durable.access import AccessStore
+from service.state.risk_catalog import ModelCatalog
 
 __all__ = ["Resources", "open_queue"]
 

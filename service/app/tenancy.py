@@ -7,7 +7,7 @@ from typing import Any
 from litestar.connection import ASGIConnection
 
 from service.app.auth import principal_of
-from service.core.auth import Principal
+from service.platform.auth import Principal
 
 __all__ = ["current_principal", "current_tenant"]
 

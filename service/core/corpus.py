@@ -8,8 +8,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from service.core.errors import InputError
 from service.core.text import get_normaliser
+from service.platform.errors import InputError
 
 __all__ = [
     "FilterRules",

@@ -25,9 +25,9 @@ import scipy.sparse as sp
 
 from service.core.artifacts import signature_id
 from service.core.corpus import FilterRules, Passage, apply_filters
-from service.core.errors import InputError, NotFound
 from service.core.ngrams import char_ngram_hashes, mix64, token_ngram_hashes
 from service.core.text import get_normaliser
+from service.platform.errors import InputError, NotFound
 
 logger = logging.getLogger("trisk.novelty")
 

@@ -11,9 +11,9 @@ from typing import TypeVar
 
 import msgspec
 
-from service.core.errors import InputError
 from service.core.novelty import NoveltyIndex, NoveltyResult
 from service.core.text import get_normaliser
+from service.platform.errors import InputError
 
 __all__ = [
     "NeighbourOut",

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from service.core.settings import SHARED_DIR
+from service.platform.settings import SHARED_DIR
 
 __all__ = [
     "BILARA_ROOT",

@@ -12,7 +12,6 @@ import msgspec
 import numpy as np
 
 from service.core.budget import SeenScores, budget_of
-from service.core.errors import NotFound
 from service.core.novelty_report import NoveltySkipped, NoveltyValue, SourceNovelty
 from service.core.records import (
     LLM_SIGNALS,
@@ -29,6 +28,7 @@ from service.core.records import (
 from service.core.risk import RiskModel, RiskRegistry, RiskResult, score
 from service.core.signals import LengthModel, compute_signals
 from service.core.types import Flag, SignalResult, SignalSkipped, SignalValue
+from service.platform.errors import NotFound
 
 __all__ = [
     "Embedder",

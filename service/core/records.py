@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from service.core.budget import Budget
-from service.core.llm import CandidateChecks, CascadePlan, Cost
+from service.core.judges.llm import CandidateChecks, CascadePlan, Cost
 from service.core.novelty_report import SourceNovelty
 from service.core.risk import RiskResult
 from service.core.types import Flag, SignalResult

@@ -9,9 +9,9 @@ from typing import Literal
 
 import msgspec
 
-from service.core.errors import InputError, NotFound
 from service.core.ranking import HardFlagRule, forcing_flag, priority, rank_key
 from service.core.types import Flag, Severity, SignalResult, SignalSkipped, SignalValue
+from service.platform.errors import InputError, NotFound
 
 __all__ = [
     "HardFlagRule",

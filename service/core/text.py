@@ -6,7 +6,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from service.core.errors import InputError, UnknownLanguage
+from service.platform.errors import InputError, UnknownLanguage
 
 __all__ = [
     "KNOWN_LANGUAGES",

@@ -16,12 +16,12 @@ from service.app import create_app
 from service.app.auth import KeyCache
 from service.app.resources import Resources
 from service.cli import main as cli
-from service.core.auth import new_key, parse_token
-from service.core.durable import open_store
-from service.core.durable.access import AccessStore
 from service.core.novelty import NoveltyIndex
 from service.core.risk import ReferenceDistribution, RiskModel, SignalWeight
-from service.core.settings import Settings
+from service.platform.auth import new_key, parse_token
+from service.platform.settings import Settings
+from service.state.durable import open_store
+from service.state.durable.access import AccessStore
 from tests.conftest import issue_test_key
 from tests.worker_support import run_worker_burst
 
@@ -397,7 +397,7 @@ def test_rate_limit_per_key_and_tenant(sn12_index: NoveltyIndex, settings: Setti
 def test_failed_authentications_per_address_are_limited(app_client: TestClient[Any], settings: Settings) -> None:
     """The finding: 1,200 of 1,200 bad keys got 401, none 429, each a database read. Past the limit an address gets
     429 with Retry-After for every request until the minute ends, its valid keys too (guessing costs the guesser)."""
-    from service.core.ratelimit import FailureLimiter
+    from service.platform.ratelimit import FailureLimiter
 
     resources = app_client.app.state.resources
     resources.auth_failures = FailureLimiter(

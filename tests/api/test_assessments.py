@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from service.core.novelty import NoveltyIndex
-from service.core.settings import Settings, get_settings
+from service.platform.settings import Settings, get_settings
 from tests.conftest import TEST_TENANT
 from tests.records_support import store_of, stored_ids
 from tests.worker_support import StaticIndexes, run_worker_burst

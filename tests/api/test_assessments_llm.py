@@ -19,9 +19,9 @@ from litestar.testing import TestClient
 
 from service.app import create_app
 from service.app.resources import Resources
-from service.core.durable.records_store import RecordStore
 from service.core.novelty import NoveltyIndex
-from service.core.settings import LLMSettings, Settings
+from service.platform.settings import LLMSettings, Settings
+from service.state.durable.records_store import RecordStore
 from tests.conftest import issue_test_key, keyed
 from tests.fakes.openai_server import FakeOpenAIServer, closed_port_url, models_with_panel, openai_server  # noqa: F401
 from tests.records_support import store_of

@@ -22,7 +22,8 @@ from litestar.testing import TestClient
 
 from service.app import create_app
 from service.app.resources import Resources
-from service.core.callbacks import (
+from service.core.novelty import NoveltyIndex
+from service.platform.callbacks import (
     CallbackPolicy,
     CallbackRefused,
     check_address,
@@ -31,8 +32,7 @@ from service.core.callbacks import (
     sign,
     verify,
 )
-from service.core.novelty import NoveltyIndex
-from service.core.settings import Settings
+from service.platform.settings import Settings
 from tests.conftest import issue_test_key, keyed
 from tests.worker_support import run_worker_burst
 
@@ -333,7 +333,7 @@ def test_redirects_are_not_followed(local_client: tuple[Any, Settings]) -> None:
 
 def test_a_sealed_secret_signs_the_callbacks(sn12_index: NoveltyIndex, test_settings: Settings) -> None:
     """With TRISK_SECRET_KEYS set the API hands out, and the worker signs with, the secret it keeps sealed."""
-    from service.core.sealing import new_key_spec
+    from service.platform.sealing import new_key_spec
 
     settings = replace(
         test_settings,

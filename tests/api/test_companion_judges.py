@@ -14,9 +14,9 @@ from litestar.testing import TestClient
 
 from service.app import create_app
 from service.app.resources import Resources
+from service.core.judges.poller import POLLER_PROMPT_HASHES
 from service.core.novelty import NoveltyIndex
-from service.core.poller import POLLER_PROMPT_HASHES
-from service.core.settings import LLMSettings, Settings
+from service.platform.settings import LLMSettings, Settings
 from tests.conftest import TEST_TENANT, issue_test_key, keyed
 from tests.fakes.openai_server import FakeOpenAIServer, Reply, fake, openai_server  # noqa: F401
 from tests.worker_support import run_job, run_worker_burst
@@ -252,7 +252,7 @@ def _second_result_written(settings: Settings, jid: str) -> bool:
     import msgspec
     from redis.asyncio import Redis
 
-    from service.core.judge_jobs import JudgeJobStore
+    from service.state.judge_jobs import JudgeJobStore
     from tests.conftest import TEST_TENANT
 
     async def go() -> bool:

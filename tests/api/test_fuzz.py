@@ -26,7 +26,7 @@ from schemathesis.specs.openapi.checks import ignored_auth
 from service.app import create_app
 from service.app.resources import Resources
 from service.core.novelty import NoveltyIndex
-from service.core.settings import Settings
+from service.platform.settings import Settings
 from tests.conftest import issue_test_key
 from tests.worker_support import live_worker_heartbeat
 

@@ -11,9 +11,9 @@ from litestar.testing import TestClient
 from service.app import create_app
 from service.app.resources import Resources
 from service.core.novelty import NoveltyIndex
-from service.core.settings import Settings
-from service.local_redis import RedisServer
+from service.platform.settings import Settings
 from tests.conftest import issue_test_key, keyed
+from tests.support.local_redis import RedisServer
 
 
 def test_live_and_ready(client: Any) -> None:

@@ -16,7 +16,7 @@ from litestar.testing import TestClient
 from service.app import create_app
 from service.app.resources import Resources
 from service.core.novelty import NoveltyIndex
-from service.core.settings import Settings
+from service.platform.settings import Settings
 from tests.conftest import issue_test_key, keyed
 
 ROUTES = [

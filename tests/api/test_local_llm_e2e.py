@@ -21,9 +21,9 @@ from litestar.testing import TestClient
 
 from service.app import create_app
 from service.app.resources import Resources
-from service.core.llm import load_panel, parse_score
+from service.core.judges.llm import load_panel, parse_score
 from service.core.novelty import NoveltyIndex
-from service.core.settings import LLMSettings, Settings
+from service.platform.settings import LLMSettings, Settings
 from tests.conftest import issue_test_key, keyed
 from tests.support.local_llm import LocalLLM, profile_env
 from tests.worker_support import run_worker_burst

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from service.core.settings import get_settings
+from service.platform.settings import get_settings
 
 MAX = get_settings().limits.max_text_chars
 PASSAGE = "Sattaratanasampannā, Tīsu sikkhāsu sikkhitā; Anuvicaranti mahāvīrā, Pahīnabhayabheravā."

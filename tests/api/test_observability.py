@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from service.core.settings import Settings
-from service.core.telemetry import JsonFormatter, configure_logging, log_context
+from service.platform.settings import Settings
+from service.platform.telemetry import JsonFormatter, configure_logging, log_context
 from tests.conftest import TEST_TENANT
 from tests.worker_support import CallbackReceiver, run_worker_burst
 

@@ -19,11 +19,11 @@ from litestar.testing import TestClient
 
 from service.app import create_app
 from service.app.resources import Resources
-from service.core import redact
-from service.core.durable import DurableStore, make_engine
 from service.core.novelty import NoveltyIndex
-from service.core.settings import Settings
-from service.core.telemetry import JsonFormatter, TextFormatter
+from service.platform import redact
+from service.platform.settings import Settings
+from service.platform.telemetry import JsonFormatter, TextFormatter
+from service.state.durable import DurableStore, make_engine
 from tests.conftest import issue_test_key, keyed
 
 REDIS_PW = "Rp-planted-4c1e9b"
@@ -167,7 +167,7 @@ def test_settings_current_shows_no_credential(tmp_path: Path) -> None:
 
 
 def test_a_password_file_sets_the_setting_and_a_bad_one_names_only_the_variable(tmp_path: Path) -> None:
-    from service.core.settings import RedisSettings, SettingError
+    from service.platform.settings import RedisSettings, SettingError
 
     (tmp_path / "pw").write_text(REDIS_PW + "\n", encoding="utf-8")
     got = RedisSettings.from_env({"REDIS_URL": "redis://r:6379/0", "TRISK_REDIS_PASSWORD_FILE": str(tmp_path / "pw")})

@@ -20,8 +20,7 @@ from litestar.testing import TestClient
 from service.app import create_app
 from service.app.resources import Resources
 from service.core.novelty import NoveltyIndex
-from service.core.settings import Settings
-from service.local_redis import RedisServer
+from service.platform.settings import Settings
 from tests.api.test_assessments import GOOD, _assessment
 from tests.api.test_redis_restarts import (
     assert_redis_503,
@@ -32,6 +31,7 @@ from tests.api.test_redis_restarts import (
     wait_done,
 )
 from tests.conftest import issue_test_key, keyed
+from tests.support.local_redis import RedisServer
 from tests.worker_support import run_worker_burst
 
 # about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest

@@ -23,10 +23,10 @@ from litestar.testing import TestClient
 from service.app import create_app
 from service.app.resources import Resources
 from service.core.novelty import NoveltyIndex
-from service.core.settings import Settings
-from service.local_redis import RedisServer
+from service.platform.settings import Settings
 from tests.api.test_assessments import GOOD, _assessment
 from tests.conftest import TEST_TENANT, issue_test_key, keyed
+from tests.support.local_redis import RedisServer
 
 # about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
 pytestmark = pytest.mark.long(30)

@@ -10,10 +10,10 @@ import time
 import uuid
 from typing import Any
 
-from service.core.durable import DurableStore
-from service.core.durable.records_store import RecordStore
-from service.core.settings import Settings
-from service.core.store import Store
+from service.platform.settings import Settings
+from service.state.durable import DurableStore
+from service.state.durable.records_store import RecordStore
+from service.state.store import Store
 from tests.api.test_assessments import GOOD, _assessment
 from tests.conftest import TEST_TENANT, issue_test_key
 from tests.worker_support import run_worker_burst

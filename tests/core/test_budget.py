@@ -17,7 +17,7 @@ from service.core.budget import (
     tiers_within,
 )
 from service.core.ranking import rank_key
-from service.core.settings import Settings
+from service.platform.settings import Settings
 
 # 1,001 equally spaced reference quantiles of scores 0.000 ... 1.000 standing for n = 1,000 scores
 UNIFORM = [k / 1000 for k in range(1001)]
@@ -110,7 +110,7 @@ def test_tiers_within_follow_the_one_ranking() -> None:
 def test_the_cascade_checks_as_many_candidates_as_a_budget_covers(n: int, fraction: float, expected: int) -> None:
     """One count rule: the LLM cascade's eligible tail is the metrics' ``budget_count`` (at least one, ceil with
     the float guard), so a review budget means the same candidates in a report and in the cascade."""
-    from service.core.llm import CascadeItem, Judge, Panel, plan_cascade
+    from service.core.judges.llm import CascadeItem, Judge, Panel, plan_cascade
 
     panel = Panel(name="p", version="1", judges=[Judge(id="j", model="m", family="openai")])
     items = [CascadeItem(str(i), "s", "c", routing_score=float(i)) for i in range(n)]

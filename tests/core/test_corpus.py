@@ -18,7 +18,7 @@ from service.core.corpus import (
     natural_key,
     passage_id_of,
 )
-from service.core.errors import InputError
+from service.platform.errors import InputError
 
 
 @pytest.mark.parametrize(

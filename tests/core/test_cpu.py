@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from service.core import cpu
 from service.core.embeddings import encoder_threads
-from service.core.settings import EmbeddingSettings
+from service.platform import cpu
+from service.platform.settings import EmbeddingSettings
 
 
 def test_the_cgroup_limit_is_read_from_v2_then_v1(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ from service.core.embeddings import (
     open_embedder,
     packaged_minilm_paths,
 )
-from service.core.errors import (
+from service.platform.errors import (
     InputError,
     NotReady,
     UpstreamBadResponse,
@@ -40,7 +40,7 @@ from service.core.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
-from service.core.settings import EmbeddingSettings
+from service.platform.settings import EmbeddingSettings
 
 TEST_REDIS_URL = os.environ.get("TRISK_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 

@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from service import evaluation
+from tests.support import evaluation
 
 
 class _FakeStack:

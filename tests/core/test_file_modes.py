@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from service.core.durable import DurableStore
-from service.core.durable.access import AccessStore
-from service.core.settings import DurableSettings
-from service.local_redis import RedisServer
+from service.platform.settings import DurableSettings
+from service.state.durable import DurableStore
+from service.state.durable.access import AccessStore
 from tests.durable_support import migrated_store
+from tests.support.local_redis import RedisServer
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""The one fitting method (service.core.calibration.search) against hand-computed tables and synthetic data."""
+"""The one fitting method (service.review.calibration.search) against hand-computed tables and synthetic data."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from service.core.calibration.search import (
+from service.core.risk import HardFlagRule
+from service.core.types import Severity
+from service.review.calibration.search import (
     CLIP,
     FitData,
     Search,
@@ -22,8 +24,6 @@ from service.core.calibration.search import (
     reference_stats,
     term_z,
 )
-from service.core.risk import HardFlagRule
-from service.core.types import Severity
 
 TOL = 1e-5
 MAD = 1.4826

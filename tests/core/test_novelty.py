@@ -10,8 +10,8 @@ import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from service.core.corpus import FilterRules, Passage
-from service.core.errors import InputError, NotFound
 from service.core.novelty import COMPONENTS, IndexParams, NoveltyIndex, build_index, combine
+from service.platform.errors import InputError, NotFound
 
 TEXTS = {
     "a:1": "Dhamma sangha buddha nibbana.",

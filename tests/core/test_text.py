@@ -6,8 +6,8 @@ import unicodedata
 
 import pytest
 
-from service.core.errors import UnknownLanguage
 from service.core.text import content_tokens, get_normaliser, normalise, word_tokens
+from service.platform.errors import UnknownLanguage
 
 
 @pytest.mark.parametrize(

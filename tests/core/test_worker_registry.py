@@ -16,9 +16,9 @@ from redis.asyncio import Redis
 
 from service.app import create_app
 from service.app.resources import Resources
-from service.core import worker_registry as wr
 from service.core.novelty import NoveltyIndex
-from service.core.settings import Settings
+from service.platform.settings import Settings
+from service.state import worker_registry as wr
 from tests.conftest import TEST_REDIS_URL, issue_test_key, keyed
 
 

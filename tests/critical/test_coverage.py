@@ -13,8 +13,8 @@ from service.core.critical import CriticalChecker
 from service.core.critical.aligner import AlignParams, align_counts
 from service.core.critical.coverage import COVERAGE_SIGNALS
 from service.core.critical.renderings import FORMAT_VERSION, LEXICON_FILE, LexiconFile, load_translation_lexicon
-from service.core.errors import InputError
 from service.core.types import SignalSkipped, SignalValue
+from service.platform.errors import InputError
 
 SRC = (
     "Cattārimāni, bhikkhave, ariyasaccāni. Katamāni cattāri? Dukkhaṃ ariyasaccaṃ, dukkhasamudayaṃ ariyasaccaṃ. "

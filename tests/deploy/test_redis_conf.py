@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import redis
 
-from service.evaluation import free_port
 from tests.deploy.support import manifest_docs
+from tests.support.evaluation import free_port
 
 PASSWORD = "test-password"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from service.core.settings import DurableSettings
+from service.platform.settings import DurableSettings
 from tests.durable_support import PostgresServer, pg_settings, sqlite_settings, uses_engine
 
 

@@ -1,4 +1,4 @@
--- The hand-written schema of service/core/review/db.py before the migrations (main at 02ef8ab), frozen here:
+-- The hand-written schema of service/review/db.py before the migrations (main at 02ef8ab), frozen here:
 -- the first migration must adopt a file made by it without losing a row.
 CREATE TABLE IF NOT EXISTS verdicts (
     id INTEGER PRIMARY KEY AUTOINCREMENT,

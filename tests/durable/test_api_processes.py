@@ -22,12 +22,12 @@ import pytest
 import sqlalchemy as sa
 from redis.asyncio import Redis
 
-from service.core.durable import DurableStore, database_url, make_engine
-from service.core.durable.access import issue_key
-from service.core.settings import DurableSettings
-from service.evaluation import free_port
+from service.platform.settings import DurableSettings
+from service.state.durable import DurableStore, database_url, make_engine
+from service.state.durable.access import issue_key
 from tests.durable_support import migrated_store
 from tests.review.support import iid, write_assessment
+from tests.support.evaluation import free_port
 from tests.support.redis_server import private_redis_server
 
 # about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest

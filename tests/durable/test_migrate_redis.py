@@ -12,11 +12,11 @@ import msgspec
 import pytest
 import redis
 
-from service.core.durable import DurableStore
-from service.core.durable.redis_import import migrate_redis
-from service.core.errors import NotFound
 from service.core.records import BatchMeta, CallbackState
-from service.core.store import Store
+from service.platform.errors import NotFound
+from service.state.durable import DurableStore
+from service.state.durable.redis_import import migrate_redis
+from service.state.store import Store
 from tests.conftest import TEST_REDIS_URL
 from tests.core.test_store import _cheap, _final, _meta
 
@@ -126,10 +126,10 @@ def test_the_cli_rebuilds_the_review_queue_with_the_verdicts_given(
     """An earlier release kept the review queue in Redis: the migration puts the copied results' candidates in the
     store's queue, and an item its reviewers had judged reads ``reviewed`` (its verdicts are in the store already)."""
     from service.cli import main
-    from service.core.durable import open_store
-    from service.core.durable.schema import review_items
-    from service.core.review import ReviewQueue, item_id_of
-    from service.core.settings import get_settings
+    from service.platform.settings import get_settings
+    from service.review import ReviewQueue, item_id_of
+    from service.state.durable import open_store
+    from service.state.durable.schema import review_items
 
     r, tenant = old_redis
     done_id, running_id, _ = _old_layout(r, tenant)

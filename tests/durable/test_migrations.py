@@ -21,10 +21,10 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy.exc import DBAPIError
 
-from service.core.durable import DurableStore, database_url, make_engine, upgrade
-from service.core.durable.migrate import VERSION_TABLE, current, head
-from service.core.durable.schema import metadata
-from service.core.settings import DurableSettings
+from service.platform.settings import DurableSettings
+from service.state.durable import DurableStore, database_url, make_engine, upgrade
+from service.state.durable.migrate import VERSION_TABLE, current, head
+from service.state.durable.schema import metadata
 from tests.durable_support import PostgresServer, sqlite_settings, uses_engine
 
 # about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
@@ -71,8 +71,8 @@ def test_upgrade_is_idempotent(fresh_settings: DurableSettings) -> None:
 # a process that gets ready (imports, a connection in its pool), then upgrades at a given wall-clock time
 _UPGRADER = """
 import sys, time
-from service.core.durable import database_url, make_engine, upgrade
-from service.core.settings import DurableSettings
+from service.state.durable import database_url, make_engine, upgrade
+from service.platform.settings import DurableSettings
 engine = make_engine(database_url(DurableSettings(db_path=sys.argv[1], database_url=sys.argv[2])))
 engine.connect().close()
 time.sleep(max(0.0, float(sys.argv[3]) - time.time()))

@@ -25,12 +25,12 @@ import pytest
 import sqlalchemy as sa
 from alembic.script import ScriptDirectory
 
-from service.core.durable import DurableStore, database_url, make_engine, upgrade
-from service.core.durable.access import AccessStore, issue_key
-from service.core.durable.migrate import MIGRATIONS, VERSION_TABLE, SchemaTooNew, _config, current, head
-from service.core.settings import DurableSettings
-from service.evaluation import free_port
+from service.platform.settings import DurableSettings
+from service.state.durable import DurableStore, database_url, make_engine, upgrade
+from service.state.durable.access import AccessStore, issue_key
+from service.state.durable.migrate import MIGRATIONS, VERSION_TABLE, SchemaTooNew, _config, current, head
 from tests.conftest import TEST_REDIS_URL
+from tests.support.evaluation import free_port
 
 # about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
 pytestmark = pytest.mark.long(65)
@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BASE_FILE = Path(__file__).with_name("rollback_base.txt")
 # the mark of the rollback rule in the code: releases before it stop on any revision they do not know
 RULE_MARK = "class SchemaTooNew"
-# a pattern, not a path: history has the file where each commit kept it (service/core/durable/ before the relayout)
+# a pattern, not a path: history has the file where each commit kept it (service/state/durable/ before the relayout)
 RULE_FILE = "*/durable/migrate.py"
 
 
@@ -222,7 +222,7 @@ def test_this_release_serves_on_a_schema_a_newer_release_expanded(
     from litestar.testing import TestClient
 
     from service.app import create_app
-    from service.core.settings import get_settings
+    from service.platform.settings import get_settings
     from tests.conftest import keyed
 
     newer = _newer_release(tmp_path, contract=False)

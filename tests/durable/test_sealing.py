@@ -9,10 +9,10 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from service.core.durable import DurableStore
-from service.core.durable.access import AccessStore
-from service.core.durable.schema import callback_secrets
-from service.core.sealing import Sealer, SealError, new_key_spec
+from service.platform.sealing import Sealer, SealError, new_key_spec
+from service.state.durable import DurableStore
+from service.state.durable.access import AccessStore
+from service.state.durable.schema import callback_secrets
 
 K1, K2 = new_key_spec("k1"), new_key_spec("k2")
 

@@ -14,8 +14,11 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
-from service.core.auth import new_key
-from service.core.durable import (
+from service.core.judges.poller import Persona
+from service.platform.auth import new_key
+from service.platform.settings import DurableSettings
+from service.review.adjudication_jobs import store_once
+from service.state.durable import (
     Adjudication,
     DuplicateRecord,
     DurableStore,
@@ -25,12 +28,9 @@ from service.core.durable import (
     Verdict,
     make_engine,
 )
-from service.core.durable.access import AccessStore
-from service.core.durable.personas import PersonaStore
-from service.core.durable.schema import metadata
-from service.core.poller import Persona
-from service.core.review.adjudication_jobs import store_once
-from service.core.settings import DurableSettings
+from service.state.durable.access import AccessStore
+from service.state.durable.personas import PersonaStore
+from service.state.durable.schema import metadata
 from tests.durable_support import PostgresServer, migrated_store
 
 

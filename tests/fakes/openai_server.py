@@ -80,7 +80,7 @@ class RecordedRequest:
 
 def models_with_panel(folder: Path, panel: dict[str, Any]) -> Path:
     """A models folder (``TRISK_MODELS_DIR``) with the repo's models and one more judge panel, named as in ``panel``."""
-    from service.core.settings import REPO_ROOT
+    from service.platform.settings import REPO_ROOT
 
     models = folder / "models"
     models.mkdir()

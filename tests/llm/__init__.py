@@ -1,1 +1,1 @@
-"""Tests of the LLM judges (service.core.llm) against the local OpenAI-protocol server."""
+"""Tests of the LLM judges (service.core.judges.llm) against the local OpenAI-protocol server."""

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from service.core.llm import Judge, LLMClient, Panel, RetryPolicy
-from service.core.settings import LLMSettings
+from service.core.judges.llm import Judge, LLMClient, Panel, RetryPolicy
+from service.platform.settings import LLMSettings
 from tests.conftest import TEST_REDIS_URL
 from tests.fakes.openai_server import FakeOpenAIServer
 

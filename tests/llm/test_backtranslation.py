@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from service.core.llm import (
+from service.core.judges.llm import (
     BACKTRANSLATION_PROMPT_HASH,
     AttemptOptions,
     backtranslate,
@@ -91,7 +91,7 @@ async def test_unparseable_backtranslation_is_invalid(fake: FakeOpenAIServer) ->
 
 
 async def test_backtranslation_judge_down_is_failed() -> None:
-    from service.core.settings import LLMSettings
+    from service.platform.settings import LLMSettings
 
     settings = LLMSettings(base_url=closed_port_url(), api_key="k")
     async with make_client() as client:

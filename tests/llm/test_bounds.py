@@ -13,9 +13,9 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from service.core.errors import UpstreamBadResponse, UpstreamTimeout
-from service.core.llm import ChatMessage, Endpoint, ResponseCache, RetryPolicy
-from service.core.ratelimit import SpendExhausted, SpendMeter
+from service.core.judges.llm import ChatMessage, Endpoint, ResponseCache, RetryPolicy
+from service.platform.errors import UpstreamBadResponse, UpstreamTimeout
+from service.platform.ratelimit import SpendExhausted, SpendMeter
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 
 from .support import REDIS_TEST_URL, make_client
@@ -77,7 +77,7 @@ async def test_max_tokens_is_capped_whoever_asks(fake: FakeOpenAIServer) -> None
 
 
 def test_the_prompt_bound_is_never_below_the_bytes() -> None:
-    from service.core.llm._client import prompt_token_bound
+    from service.core.judges.llm._client import prompt_token_bound
 
     pali = [ChatMessage("user", "Evaṃ me sutaṃ. " * 20)]
     assert prompt_token_bound(pali) >= len(pali[0].content.encode()) + 8

@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from service.core.errors import InputError
-from service.core.llm import NO_PROVIDER, CascadeItem, plan_cascade, run_cascade
-from service.core.settings import LLMSettings
+from service.core.judges.llm import NO_PROVIDER, CascadeItem, plan_cascade, run_cascade
 from service.core.types import SignalSkipped, SignalValue
+from service.platform.errors import InputError
+from service.platform.settings import LLMSettings
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 
 from .support import judge, make_client, panel, settings_for

@@ -10,9 +10,9 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from service.core.errors import UpstreamBadResponse, UpstreamRateLimited, UpstreamTimeout, UpstreamUnavailable
-from service.core.llm import ChatMessage, Endpoint, ResponseCache, RetryPolicy, TokenBucket
-from service.core.settings import LLMSettings
+from service.core.judges.llm import ChatMessage, Endpoint, ResponseCache, RetryPolicy, TokenBucket
+from service.platform.errors import UpstreamBadResponse, UpstreamRateLimited, UpstreamTimeout, UpstreamUnavailable
+from service.platform.settings import LLMSettings
 from tests.fakes.openai_server import FakeOpenAIServer, Reply, closed_port_url
 
 from .support import REDIS_TEST_URL, make_client
@@ -198,7 +198,7 @@ async def test_from_settings_and_no_provider() -> None:
     async with make_client() as client:
         with pytest.raises(UpstreamUnavailable, match="no LLM provider configured"):
             await client.chat(Endpoint("", "", "m"), MESSAGES, temperature=0.0, prompt_version="t/1")
-    from service.core.llm import LLMClient
+    from service.core.judges.llm import LLMClient
 
     async with LLMClient.from_settings(settings) as client:
         assert client.max_concurrency == 2 and client.retry.max_retries == 1

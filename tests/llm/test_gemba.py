@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.core.llm import (
+from service.core.judges.llm import (
     GEMBA_PROMPT_HASH,
     GEMBA_PROMPT_VERSION,
     AttemptOptions,
@@ -15,8 +15,8 @@ from service.core.llm import (
     score_candidate,
     select_judges,
 )
-from service.core.llm._gemba import JudgeScore
-from service.core.llm._judging import Cost, JudgeStatus
+from service.core.judges.llm._gemba import JudgeScore
+from service.core.judges.llm._judging import Cost, JudgeStatus
 from service.core.types import Flag, SignalSkipped, SignalValue
 from tests.fakes.openai_server import FakeOpenAIServer, Reply, closed_port_url
 

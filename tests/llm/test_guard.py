@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from service.core.llm import CallGuard, Judge, max_tokens_for, score_candidate, select_judges
-from service.core.settings import LLMSettings, get_settings
+from service.core.judges.llm import CallGuard, Judge, max_tokens_for, score_candidate, select_judges
+from service.platform.settings import LLMSettings, get_settings
 from tests.fakes.openai_server import FakeOpenAIServer, fake, openai_server  # noqa: F401
 from tests.llm.support import judge, make_client, panel, settings_for
 

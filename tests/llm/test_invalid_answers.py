@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.core.llm import (
+from service.core.judges.llm import (
     AttemptOptions,
     CallGuard,
     CascadeItem,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from service.core.llm import ChatMessage, LLMClient, build_gemba_messages, parse_score
-from service.core.settings import LLMSettings
+from service.core.judges.llm import ChatMessage, LLMClient, build_gemba_messages, parse_score
+from service.platform.settings import LLMSettings
 from tests.fakes.openai_server import closed_port_url
 from tests.support.local_llm import SCRIPT, LocalLLM, LocalLLMUnavailable, local_llm, profile_env, wait_until_ready
 

@@ -8,8 +8,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from service.core.errors import InputError, NotReady
-from service.core.llm import (
+from service.core.judges.llm import (
     KNOWN_FAMILIES,
     Judge,
     Panel,
@@ -19,7 +18,8 @@ from service.core.llm import (
     resolve_endpoint,
     select_judges,
 )
-from service.core.settings import LLMSettings
+from service.platform.errors import InputError, NotReady
+from service.platform.settings import LLMSettings
 
 PALIBENCH_TRANSLATORS = {
     "anthropic/claude-opus-4.5": "anthropic",
@@ -127,7 +127,7 @@ def test_resolve_endpoint_overrides() -> None:
 
 
 def test_inline_panel_reads_families_and_versions_by_content() -> None:
-    from service.core.llm import JudgeSpec, inline_panel
+    from service.core.judges.llm import JudgeSpec, inline_panel
 
     panel = inline_panel([JudgeSpec("openai/gpt-5.2"), JudgeSpec("my-finetune", family="qwen", id="ft")])
     assert [(j.id, j.model, j.family) for j in panel.judges] == [
@@ -149,14 +149,14 @@ def test_inline_panel_reads_families_and_versions_by_content() -> None:
     ],
 )
 def test_inline_panel_refuses_unusable_judges(specs: list[dict[str, str]], message: str) -> None:
-    from service.core.llm import JudgeSpec, inline_panel
+    from service.core.judges.llm import JudgeSpec, inline_panel
 
     with pytest.raises(InputError, match=message):
         inline_panel([msgspec.convert(s, JudgeSpec) for s in specs])
 
 
 def test_choose_panel_named_inline_or_default() -> None:
-    from service.core.llm import JudgeSpec, choose_panel
+    from service.core.judges.llm import JudgeSpec, choose_panel
 
     assert choose_panel(None, None, default="strong").name == "strong"
     assert choose_panel("peer", None, default="strong").name == "peer"

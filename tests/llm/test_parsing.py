@@ -7,7 +7,7 @@ from email.utils import format_datetime
 
 import pytest
 
-from service.core.llm import parse_backtranslation, parse_retry_after, parse_score
+from service.core.judges.llm import parse_backtranslation, parse_retry_after, parse_score
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from service.core.llm import (
+from service.core.judges.llm import (
     CascadeItem,
     ChatResult,
     Cost,
@@ -21,10 +21,10 @@ from service.core.llm import (
     score_candidate,
     select_judges,
 )
-from service.core.mata import GradeRequest, plan_grades, run_grades
-from service.core.poller import PoemIn, PollerEvaluationRequest, plan_poller_evaluation, run_poller_evaluation
-from service.core.review.adjudication import run_panel
-from service.core.settings import LLMSettings
+from service.core.judges.mata import GradeRequest, plan_grades, run_grades
+from service.core.judges.poller import PoemIn, PollerEvaluationRequest, plan_poller_evaluation, run_poller_evaluation
+from service.platform.settings import LLMSettings
+from service.review.adjudication import run_panel
 from tests.llm.support import judge, panel
 
 # loopback, and never dialled: the client below answers in-process

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from service.core.errors import InputError
-from service.core.mata import MataAgreementRequest, RaterLabel, RaterLabels, mata_agreement
+from service.core.judges.mata import MataAgreementRequest, RaterLabel, RaterLabels, mata_agreement
 from service.core.metrics import BootstrapOptions
+from service.platform.errors import InputError
 
 WORDS = {"C": "correct", "I": "incorrect", "P": "partial"}
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from service.core.errors import InputError
-from service.core.llm import JudgeSpec
-from service.core.mata import (
+from service.core.judges.llm import JudgeSpec
+from service.core.judges.mata import (
     GRADE_PROMPT_HASHES,
     GradeBatchRequest,
     Graded,
@@ -20,7 +19,8 @@ from service.core.mata import (
     plan_grades,
     run_grades,
 )
-from service.core.settings import LLMSettings
+from service.platform.errors import InputError
+from service.platform.settings import LLMSettings
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.llm.support import make_client, settings_for
 
@@ -233,7 +233,7 @@ def test_untrusted_text_is_fenced() -> None:
 
 
 async def test_votes_count_timeouts_and_format_failures_and_no_verdict_says_why(fake: FakeOpenAIServer) -> None:
-    from service.core.llm import CallGuard
+    from service.core.judges.llm import CallGuard
 
     fake.script("judge-a", [Reply("Hmm, hard to say.")])  # no GRADE line: a format failure
     fake.script("judge-b", [Reply("GRADE: C", delay=5.0)])  # too slow for the deadline
@@ -248,7 +248,7 @@ async def test_votes_count_timeouts_and_format_failures_and_no_verdict_says_why(
 
 
 def test_an_english_grade_that_copies_the_instruction_line_is_no_grade() -> None:
-    from service.core.mata import parse_grade_en
+    from service.core.judges.mata import parse_grade_en
 
     echo = "GRADE: C if the submission is correct, or GRADE: I if it is incorrect"
     assert parse_grade_en(echo).error == "no_grade"  # not "incorrect" from the last letter of the instruction

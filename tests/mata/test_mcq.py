@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.core.errors import InputError
-from service.core.llm import Endpoint
-from service.core.mata import (
+from service.core.judges.llm import Endpoint
+from service.core.judges.mata import (
     MCQ_PROMPT_HASHES,
     NONE_OF_THE_OTHERS,
     McqAnswered,
@@ -21,6 +20,7 @@ from service.core.mata import (
     read_answer,
     run_mcq,
 )
+from service.platform.errors import InputError
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.llm.support import make_client
 

@@ -3,8 +3,8 @@ ANSWER: reading, the research's "none of the others"; each with its own prompt h
 
 from __future__ import annotations
 
-from service.core.llm import Endpoint, JudgeSpec
-from service.core.mata import (
+from service.core.judges.llm import Endpoint, JudgeSpec
+from service.core.judges.mata import (
     GRADE_PROMPT_HASHES,
     MCQ_PROMPT_HASHES,
     Graded,

@@ -6,9 +6,7 @@ import math
 
 import pytest
 
-from service.core.errors import InputError
-from service.core.metrics import BootstrapOptions
-from service.core.poller import (
+from service.core.judges.poller import (
     DEFAULT_DIMENSIONS,
     Comparison,
     ItemScores,
@@ -16,6 +14,8 @@ from service.core.poller import (
     ScoreSet,
     poller_agreement,
 )
+from service.core.metrics import BootstrapOptions
+from service.platform.errors import InputError
 
 # the research's per-dimension means (GPT-4-Turbo), in the order of DEFAULT_DIMENSIONS
 HUMAN = [80.33, 79.05, 81.18, 77.83, 76.15, 79.40, 78.80, 79.88]

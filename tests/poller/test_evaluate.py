@@ -5,9 +5,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from service.core.errors import InputError
-from service.core.llm import JudgeSpec
-from service.core.poller import (
+from service.core.judges.llm import JudgeSpec
+from service.core.judges.poller import (
     POLLER_PROMPT_HASHES,
     DimensionScore,
     InterpretationIn,
@@ -24,7 +23,8 @@ from service.core.poller import (
     plan_poller_evaluation,
     run_poller_evaluation,
 )
-from service.core.settings import LLMSettings
+from service.platform.errors import InputError
+from service.platform.settings import LLMSettings
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.llm.support import make_client, settings_for
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.core.poller import (
+from service.core.judges.poller import (
     DimensionFailure,
     DimensionScore,
     parse_poller_answer,

@@ -5,8 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from service.core.errors import InputError
-from service.core.poller import (
+from service.core.judges.poller import (
     DEFAULT_DIMENSIONS,
     PERSONA_FIELD_MAX_CHARS,
     Persona,
@@ -15,6 +14,7 @@ from service.core.poller import (
     resolve_dimensions,
     validate_persona,
 )
+from service.platform.errors import InputError
 
 from .support import PERSONA
 

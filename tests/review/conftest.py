@@ -19,8 +19,8 @@ _ROOT = Path(__file__).resolve().parents[2]
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
-from service.core.durable import close_stores  # noqa: E402
-from service.core.settings import LLMSettings, Settings, get_settings  # noqa: E402
+from service.platform.settings import LLMSettings, Settings, get_settings  # noqa: E402
+from service.state.durable import close_stores  # noqa: E402
 from tests.conftest import issue_test_key, keyed  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer, openai_server  # noqa: E402, F401
 from tests.review.support import REDIS_URL, cleanup  # noqa: E402

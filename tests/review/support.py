@@ -10,9 +10,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from service.core.budget import Budget, tier_of
-from service.core.calibration import LabelledItem
-from service.core.durable import DurableStore, open_store
-from service.core.llm import CascadePlan, Cost
+from service.core.judges.llm import CascadePlan, Cost
 from service.core.novelty_report import NoveltySkipped
 from service.core.ranking import priority
 from service.core.records import (
@@ -29,11 +27,13 @@ from service.core.records import (
     PromptVersion,
     SourceIn,
 )
-from service.core.review import enqueue_for_review, item_id_of
 from service.core.risk import RiskResult
-from service.core.settings import get_settings
-from service.core.store import AssessmentState, Store
 from service.core.types import Flag, Severity, SignalValue
+from service.platform.settings import get_settings
+from service.review import enqueue_for_review, item_id_of
+from service.review.calibration import LabelledItem
+from service.state.durable import DurableStore, open_store
+from service.state.store import AssessmentState, Store
 from tests.conftest import TEST_REDIS_URL
 
 REDIS_URL = TEST_REDIS_URL  # this process's test db (one per xdist worker)

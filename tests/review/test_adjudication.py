@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from service.core.review import majority_label, parse_adjudication
-from service.core.settings import LLMSettings, Settings
+from service.platform.settings import LLMSettings, Settings
+from service.review import majority_label, parse_adjudication
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.review.conftest import make_client, make_settings
 from tests.worker_support import BrokenClient, run_job, run_worker_burst

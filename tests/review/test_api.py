@@ -10,11 +10,11 @@ from typing import Any, NamedTuple
 import pytest
 from redis.asyncio import Redis
 
-from service.core.durable import DurableStore, database_url, make_engine, open_store
-from service.core.durable.access import issue_key
-from service.core.review import MAX_OFFSET
-from service.core.settings import DurableSettings, get_settings
-from service.core.store import AssessmentState
+from service.platform.settings import DurableSettings, get_settings
+from service.review import MAX_OFFSET
+from service.state.durable import DurableStore, database_url, make_engine, open_store
+from service.state.durable.access import issue_key
+from service.state.store import AssessmentState
 from tests.review.conftest import make_client, make_settings
 from tests.review.support import REDIS_URL, cleanup, iid, write_assessment
 

@@ -7,11 +7,11 @@ import random
 import numpy as np
 import pytest
 
-from service.core.calibration import LabelledItem, calibration_report, fit_risk_model, grouped_folds, search
-from service.core.calibration import fit as fit_module
-from service.core.errors import InputError
 from service.core.risk import HardFlagRule
 from service.core.types import Flag, SignalValue
+from service.platform.errors import InputError
+from service.review.calibration import LabelledItem, calibration_report, fit_risk_model, grouped_folds, search
+from service.review.calibration import fit as fit_module
 from tests.review.support import labelled
 
 # ten items, signal s = 10..1, labels by hand; judge j1 says error (<= 70) on items 0, 2, 3, 4

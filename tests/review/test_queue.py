@@ -14,13 +14,13 @@ import pytest
 import sqlalchemy as sa
 from redis.asyncio import Redis
 
-from service.core.durable import DurableStore, forget_items
-from service.core.durable import review_items as rows_module
-from service.core.durable.schema import assessments, review_items
-from service.core.errors import Conflict, Forbidden, InputError, NotFound
-from service.core.review import ReviewQueue, enqueue_for_review, queue_items
-from service.core.store import Store
 from service.core.types import Flag, SignalValue
+from service.platform.errors import Conflict, Forbidden, InputError, NotFound
+from service.review import ReviewQueue, enqueue_for_review, queue_items
+from service.state.durable import DurableStore, forget_items
+from service.state.durable import review_items as rows_module
+from service.state.durable.schema import assessments, review_items
+from service.state.store import Store
 from tests.review.support import iid, write_assessment
 from workers.reconcile import purge_once
 

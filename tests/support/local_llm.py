@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.core.llm import Endpoint
+from service.core.judges.llm import Endpoint
 from tests.fakes.openai_server import closed_port_url
 
 __all__ = [

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import redis
 
-from service.evaluation import free_port
+from tests.support.evaluation import free_port
 
 __all__ = ["private_redis_server"]
 

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import redis as redis_sync
 
-from service.core.durable import open_store
-from service.core.durable.access import issue_key
-from service.core.review import item_id_of
-from service.core.settings import Settings
+from service.platform.settings import Settings
+from service.review import item_id_of
+from service.state.durable import open_store
+from service.state.durable.access import issue_key
 from tests.worker_support import run_worker_burst
 
 EXAMPLE = json.loads((Path(__file__).resolve().parents[2] / "openapi/examples/assessment-an4.1.json").read_text())

@@ -14,9 +14,9 @@ from litestar.testing import TestClient
 from service.app.workbench.assets import ASSETS, PINNED, STATIC_DIR, integrity
 from service.app.workbench.controllers import CSP
 from service.app.workbench.sessions import MAX_PER_KEY, SessionStore
-from service.core.durable import open_store
-from service.core.durable.access import AccessStore, issue_key
-from service.core.review import item_id_of
+from service.review import item_id_of
+from service.state.durable import open_store
+from service.state.durable.access import AccessStore, issue_key
 from tests.workbench.conftest import Seeded, cleanup, form_token, make_app, make_settings, seed, sign_in
 
 

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from service.core.novelty import NoveltyIndex
-from service.core.settings import Settings
+from service.platform.settings import Settings
 from tests.conftest import TEST_REDIS_URL, issue_test_key, keyed
 
 

@@ -25,7 +25,7 @@ import redis
 from arq.jobs import deserialize_result
 
 from service.core.novelty import NoveltyIndex
-from service.core.settings import REPO_ROOT, Settings
+from service.platform.settings import REPO_ROOT, Settings
 from tests.conftest import issue_test_key, keyed
 from tests.durable_support import review_item_ids, sqlite_settings
 from tests.fakes.openai_server import FakeOpenAIServer, Reply, models_with_panel, openai_server  # noqa: F401

@@ -19,9 +19,9 @@ from arq.connections import RedisSettings
 from redis.asyncio import Redis
 
 from service.core.critical import default_checker
-from service.core.errors import UpstreamUnavailable
-from service.core.settings import Settings, get_settings
-from service.core.store import Store
+from service.platform.errors import UpstreamUnavailable
+from service.platform.settings import Settings, get_settings
+from service.state.store import Store
 from tests.conftest import TEST_REDIS_URL, TEST_TENANT
 from tests.durable_support import review_item_ids
 from tests.records_support import pooled_count, record_fields, store_of

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from service.core.settings import Settings
+from service.platform.settings import Settings
 from tests.conftest import TEST_TENANT, issue_test_key
 from tests.worker_support import run_worker_burst
 from workers.lifecycle import Embedders

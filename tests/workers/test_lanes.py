@@ -1,4 +1,4 @@
-"""Lanes and fair shares (``service.core.lanes``), through the real API and a real worker on the test Redis: the order
+"""Lanes and fair shares (``service.state.lanes``), through the real API and a real worker on the test Redis: the order
 in which jobs run is read from ARQ's own job results (their start times), one job at a time."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from arq.connections import RedisSettings
 from arq.jobs import Job
 from redis.asyncio import Redis
 
-from service.core import lanes
-from service.core.settings import Settings
-from service.core.store import Store
+from service.platform.settings import Settings
+from service.state import lanes
+from service.state.store import Store
 from tests.conftest import TEST_REDIS_URL, issue_test_key
 from tests.worker_support import run_worker_burst
 

@@ -11,9 +11,9 @@ from typing import Any
 from arq import create_pool
 from arq.connections import RedisSettings
 
-from service.core.durable import DurableStore
 from service.core.records import CallbackState
-from service.core.store import Store
+from service.state.durable import DurableStore
+from service.state.store import Store
 from tests.conftest import TEST_REDIS_URL
 from tests.core.test_store import _cheap, _final, _meta
 from workers.reconcile import reconcile_once

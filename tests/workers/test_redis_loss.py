@@ -17,8 +17,8 @@ import pytest
 import redis
 
 from service.core.novelty import NoveltyIndex
-from service.evaluation import Stack, wait_ready
 from tests.records_support import store_of, stored_ids
+from tests.support.evaluation import Stack, wait_ready
 from tests.support.redis_server import private_redis_server
 
 # about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest

@@ -22,10 +22,10 @@ import pytest
 import redis
 
 from service.core.novelty import NoveltyIndex
-from service.core.review.queue import item_id_of
-from service.evaluation import Stack, wait_ready
+from service.review.queue import item_id_of
 from tests.durable_support import review_item_ids, sqlite_settings
 from tests.records_support import pooled_count, store_of, stored_ids
+from tests.support.evaluation import Stack, wait_ready
 from tests.support.redis_server import private_redis_server
 
 # about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest

@@ -16,10 +16,10 @@ from service.app.assessments.services import accept_assessment
 from service.app.auth import access
 from service.app.deps import JobQueue
 from service.app.resources import Resources
-from service.core.errors import InputError, NotFound
 from service.core.records import AssessmentRequest
-from service.core.store import Store, request_hash
-from service.core.views import render_assessment
+from service.platform.errors import InputError, NotFound
+from service.state.store import Store, request_hash
+from service.state.views import render_assessment
 
 __all__ = ["AssessmentController", "ExportController"]
 

@@ -1,5 +1,5 @@
 """Response types of the assessment and batch endpoints (requests are ``service.core.records``, the assessment view
-is ``service.core.views``)."""
+is ``service.state.views``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from service.core.records import AssessmentRequest
-from service.core.views import AssessmentView
+from service.state.views import AssessmentView
 
 __all__ = ["AssessmentOut", "BatchAccepted", "BatchOut", "BatchRequest"]
 

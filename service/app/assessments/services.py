@@ -9,15 +9,15 @@ import uuid
 from service.app.deps import JobQueue
 from service.app.novelty.services import check_text
 from service.app.resources import Resources
-from service.core import lanes
-from service.core.callbacks import CallbackRefused, check_url, check_url_resolves
-from service.core.errors import InputError, NotReady, TriskError, Unavailable
 from service.core.novelty_report import NoveltyPending, SourceNovelty, source_novelty
 from service.core.records import ALL_CHECKS, DEFAULT_CHECKS, LLM_CHECKS, AssessmentMeta, AssessmentRequest, BatchMeta
-from service.core.redis_client import REDIS_UNAVAILABLE
-from service.core.settings import Settings
-from service.core.store import AssessmentState, Store
 from service.core.text import get_normaliser
+from service.platform.callbacks import CallbackRefused, check_url, check_url_resolves
+from service.platform.errors import InputError, NotReady, TriskError, Unavailable
+from service.platform.redis_client import REDIS_UNAVAILABLE
+from service.platform.settings import Settings
+from service.state import lanes
+from service.state.store import AssessmentState, Store
 
 __all__ = ["CHEAP_JOB", "accept_assessment", "accept_batch", "validate_request"]
 
@@ -107,7 +107,7 @@ def _meta(
 
 
 async def _enqueue(jobs: JobQueue, tenant: str, aids: list[str], metas: list[AssessmentMeta]) -> None:
-    """The cheap-tier jobs in the assessments' lane, each at the tenant's fair share (``service.core.lanes``)."""
+    """The cheap-tier jobs in the assessments' lane, each at the tenant's fair share (``service.state.lanes``)."""
     items = [((aid,), f"{aid}:cheap", lanes.cost_of(m)) for aid, m in zip(aids, metas, strict=True)]
     await jobs.enqueue_many(CHEAP_JOB, tenant, items, lane=lanes.lane_of_meta(metas[0]))
 

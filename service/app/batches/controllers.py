@@ -14,11 +14,11 @@ from service.app.assessments.services import accept_batch
 from service.app.auth import access
 from service.app.batches.services import batch_progress
 from service.app.deps import JobQueue
-from service.core.errors import InputError
 from service.core.records import AssessmentRequest
-from service.core.settings import Settings
-from service.core.store import Store
-from service.core.views import render_assessment
+from service.platform.errors import InputError
+from service.platform.settings import Settings
+from service.state.store import Store
+from service.state.views import render_assessment
 
 __all__ = ["BatchController"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from service.app.assessments.schemas import BatchCounts, BatchOut
-from service.core.store import Store
+from service.state.store import Store
 
 __all__ = ["batch_progress"]
 

@@ -11,7 +11,7 @@ from service.app.auth import access
 from service.app.calibration import services
 from service.app.calibration.schemas import ActivationOut, FitOut, FitRequest, ModelOut
 from service.core.budget import DEFAULT_BUDGET
-from service.core.risk_catalog import ModelCatalog
+from service.state.risk_catalog import ModelCatalog
 
 __all__ = ["CalibrationController"]
 

@@ -10,7 +10,10 @@ from typing import Any
 import msgspec
 
 from service.app.calibration.schemas import ActivationOut, FitOut, FitRequest, ModelOut
-from service.core.calibration import (
+from service.core.risk import RiskModel, RiskRegistry
+from service.platform.errors import InputError, NotFound
+from service.review import get_review_settings
+from service.review.calibration import (
     LabelledItem,
     calibration_report,
     fit_risk_model,
@@ -18,11 +21,8 @@ from service.core.calibration import (
     panel_items,
     report_svg,
 )
-from service.core.durable import DurableStore, FitRecord, Label
-from service.core.errors import InputError, NotFound
-from service.core.review import get_review_settings
-from service.core.risk import RiskModel, RiskRegistry
-from service.core.risk_catalog import ModelCatalog
+from service.state.durable import DurableStore, FitRecord, Label
+from service.state.risk_catalog import ModelCatalog
 
 __all__ = ["activate", "activations", "fit", "list_models", "report", "svg"]
 

@@ -33,7 +33,7 @@ from service.app.health.services import (
 )
 from service.app.problems import PROBLEM_JSON
 from service.app.resources import Resources
-from service.core.worker_registry import WorkerRecord
+from service.state.worker_registry import WorkerRecord
 
 __all__ = ["HealthController", "WorkerController"]
 

@@ -1,6 +1,6 @@
 """What the health routes check: Redis (reachable, not evicting, not nearly full), the durable store, the index,
-and the workers' heartbeats (service.core.worker_registry). Every detail is free of credentials
-(service.core.redact)."""
+and the workers' heartbeats (service.state.worker_registry). Every detail is free of credentials
+(service.platform.redact)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import msgspec
 import redis.exceptions
 
 from service.app.resources import Resources
-from service.core.durable.engine import describe, ping
-from service.core.redact import redact_url, scrub
-from service.core.telemetry import WORKERS_LIVE
-from service.core.worker_registry import WorkerRecord, live_workers
+from service.platform.redact import redact_url, scrub
+from service.platform.telemetry import WORKERS_LIVE
+from service.state.durable.engine import describe, ping
+from service.state.worker_registry import WorkerRecord, live_workers
 
 __all__ = [
     "MEMORY_READY_FRACTION",

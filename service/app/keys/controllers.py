@@ -10,9 +10,9 @@ from litestar import Controller, Response, delete, get, post
 from service.app.auth import access
 from service.app.keys.schemas import CallbackSecretOut, KeyCreated, KeyOut, KeyRequest, key_out
 from service.app.resources import Resources
-from service.core.auth import new_key
-from service.core.durable.access import AccessStore
-from service.core.errors import NotReady
+from service.platform.auth import new_key
+from service.platform.errors import NotReady
+from service.state.durable.access import AccessStore
 
 __all__ = ["CallbackSecretController", "KeyController"]
 

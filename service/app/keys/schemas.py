@@ -6,7 +6,7 @@ from typing import Annotated
 
 import msgspec
 
-from service.core.auth import ApiKey, Scope
+from service.platform.auth import ApiKey, Scope
 
 __all__ = ["CallbackSecretOut", "KeyCreated", "KeyOut", "KeyRequest", "key_out"]
 

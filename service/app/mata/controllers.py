@@ -10,8 +10,7 @@ from litestar import Controller, Response, get, post
 
 from service.app.auth import access
 from service.app.deps import JobQueue
-from service.core.judge_jobs import JudgeJob, JudgeJobStore, JudgeStatus, submit_judge_job
-from service.core.mata import (
+from service.core.judges.mata import (
     GradeBatchRequest,
     GradeOutcome,
     GradeRequest,
@@ -29,7 +28,8 @@ from service.core.mata import (
     read_answer,
     validate_mcq_run,
 )
-from service.core.settings import Settings
+from service.platform.settings import Settings
+from service.state.judge_jobs import JudgeJob, JudgeJobStore, JudgeStatus, submit_judge_job
 
 __all__ = ["GradesOut", "MataController", "McqRunOut"]
 

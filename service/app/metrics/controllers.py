@@ -16,7 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from service.app.auth import access, require_operator
 from service.app.health.services import workers_report
 from service.app.resources import Resources
-from service.core.telemetry import QUEUE_DEPTH
+from service.platform.telemetry import QUEUE_DEPTH
 
 __all__ = ["MetricsController", "refresh_queue_depth"]
 

@@ -11,11 +11,7 @@ from litestar import Controller, Response, get, post
 from service.app.auth import access
 from service.app.deps import JobQueue
 from service.app.resources import Resources
-from service.core.durable.personas import PersonaStore
-from service.core.errors import InputError, NotReady
-from service.core.judge_jobs import JudgeJob, JudgeJobStore, JudgeStatus, submit_judge_job
-from service.core.metrics import BootstrapOptions
-from service.core.poller import (
+from service.core.judges.poller import (
     Comparison,
     ItemScores,
     PollerAgreement,
@@ -28,7 +24,11 @@ from service.core.poller import (
     plan_poller_evaluation,
     poller_agreement,
 )
-from service.core.settings import Settings
+from service.core.metrics import BootstrapOptions
+from service.platform.errors import InputError, NotReady
+from service.platform.settings import Settings
+from service.state.durable.personas import PersonaStore
+from service.state.judge_jobs import JudgeJob, JudgeJobStore, JudgeStatus, submit_judge_job
 
 __all__ = ["PollerController", "PollerEvaluationOut", "StoredAgreementRequest"]
 

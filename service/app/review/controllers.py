@@ -23,10 +23,10 @@ from service.app.review.schemas import (
     VerdictOut,
     VerdictRequest,
 )
-from service.core.durable import DurableStore
-from service.core.review import MAX_OFFSET, ReviewQueue
-from service.core.settings import Settings
-from service.core.store import Store
+from service.platform.settings import Settings
+from service.review import MAX_OFFSET, ReviewQueue
+from service.state.durable import DurableStore
+from service.state.store import Store
 
 __all__ = ["AdjudicationController", "ReviewController"]
 

@@ -7,14 +7,14 @@ from typing import Annotated, Literal
 import msgspec
 
 from service.core.budget import Budget
-from service.core.durable import Label
-from service.core.durable.review_items import COUNTED
-from service.core.llm import CandidateChecks
+from service.core.judges.llm import CandidateChecks
 from service.core.records import Routing, Status
-from service.core.review.adjudication import JudgeVote
 from service.core.risk import RiskResult
 from service.core.types import Flag, SignalResult
-from service.core.views import LLMTierView, SourceView
+from service.review.adjudication import JudgeVote
+from service.state.durable import Label
+from service.state.durable.review_items import COUNTED
+from service.state.views import LLMTierView, SourceView
 
 __all__ = [
     "AdjudicationOut",

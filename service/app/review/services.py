@@ -24,22 +24,22 @@ from service.app.review.schemas import (
     VerdictOut,
     VerdictRequest,
 )
-from service.core.auth import Principal
-from service.core.durable import Adjudication, DurableStore, Verdict
-from service.core.errors import Forbidden, InputError, NotFound
-from service.core.llm import CandidateChecks
-from service.core.review import JudgeVote, Lease, QueueItem, ReviewQueue, get_review_settings
-from service.core.review.adjudication_jobs import (
+from service.core.judges.llm import CandidateChecks
+from service.core.types import SignalResult
+from service.platform.auth import Principal
+from service.platform.errors import Forbidden, InputError, NotFound
+from service.platform.settings import Settings
+from service.review import JudgeVote, Lease, QueueItem, ReviewQueue, get_review_settings
+from service.review.adjudication_jobs import (
     new_adjudication,
     pending_adjudication,
     plan_adjudication,
     queue_adjudication,
     store_once,
 )
-from service.core.settings import Settings
-from service.core.store import Store
-from service.core.types import SignalResult
-from service.core.views import LLMTierView, render_assessment
+from service.state.durable import Adjudication, DurableStore, Verdict
+from service.state.store import Store
+from service.state.views import LLMTierView, render_assessment
 
 __all__ = [
     "QueueFilters",

@@ -16,9 +16,9 @@ from litestar.handlers.base import BaseRouteHandler
 
 from service.app.auth import admit, key_cache, reviewer_of, single_query_values
 from service.app.workbench.sessions import Session, SessionStore
-from service.core.auth import Principal, principal_of_key
-from service.core.auth import Scope as KeyScope
-from service.core.errors import Forbidden, NotReady, Unauthorized
+from service.platform.auth import Principal, principal_of_key
+from service.platform.auth import Scope as KeyScope
+from service.platform.errors import Forbidden, NotReady, Unauthorized
 
 __all__ = [
     "COOKIE",

@@ -38,14 +38,14 @@ from service.app.workbench.errors import page_exception_handlers
 from service.app.workbench.pages import filters_of, item_page
 from service.app.workbench.render import page
 from service.app.workbench.sessions import Session
-from service.core.auth import Principal
 from service.core.budget import DEFAULT_BUDGET
-from service.core.durable import DurableStore
-from service.core.errors import Conflict, Forbidden, MalformedRequest, NotFound
-from service.core.review import MAX_OFFSET, ReviewQueue, get_review_settings
-from service.core.risk_catalog import ModelCatalog
-from service.core.settings import Settings
-from service.core.store import Store
+from service.platform.auth import Principal
+from service.platform.errors import Conflict, Forbidden, MalformedRequest, NotFound
+from service.platform.settings import Settings
+from service.review import MAX_OFFSET, ReviewQueue, get_review_settings
+from service.state.durable import DurableStore
+from service.state.risk_catalog import ModelCatalog
+from service.state.store import Store
 
 __all__ = ["CSP", "workbench_handlers"]
 

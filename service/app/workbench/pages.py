@@ -17,7 +17,7 @@ from typing import Any
 from service.app.review.schemas import ReviewItemOut
 from service.core.critical.align import clause_rows, parse
 from service.core.critical.locate import Highlights, Span, locate
-from service.core.llm import CandidateChecks
+from service.core.judges.llm import CandidateChecks
 from service.core.types import Flag, SignalSkipped, SignalValue
 
 __all__ = [

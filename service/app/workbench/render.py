@@ -11,7 +11,7 @@ from litestar.response import Template
 
 from service.app.workbench.access import reviewer_of, session_in
 from service.app.workbench.assets import ASSETS
-from service.core.auth import Principal
+from service.platform.auth import Principal
 
 __all__ = ["MESSAGES", "page"]
 

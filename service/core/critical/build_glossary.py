@@ -15,7 +15,7 @@ import msgspec
 
 from service.core.critical.lexicon import DATA_DIR, PALI_ENDINGS_FOLDED, Glossary, NameList, PatternSet, Term
 from service.core.critical.tokens import en_stem, fold, pali_tokens, word_tokens
-from service.core.settings import SHARED_DIR
+from service.platform.settings import SHARED_DIR
 
 __all__ = ["EN_STOP", "Segment", "aligned_segments", "build", "dev_texts", "main"]
 

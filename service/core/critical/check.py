@@ -15,8 +15,8 @@ from service.core.critical.coverage import COVERAGE_SIGNALS, PassageCoverage
 from service.core.critical.extract import Content, Extractor, number_word
 from service.core.critical.lexicon import load_lexicon
 from service.core.critical.renderings import TranslationLexicon, load_translation_lexicon
-from service.core.errors import UnknownLanguage
 from service.core.types import Flag, Severity, SignalSkipped, SignalValue, Span
+from service.platform.errors import UnknownLanguage
 
 __all__ = [
     "CHECKS",

@@ -144,7 +144,7 @@ def load_lexicon(data_dir: Path | None = None) -> Lexicon:
     """Read numbers.json, glossary.json and names.json (the latter two generated, both editable) from ``data_dir``,
     by default the ``critical`` folder of the configured models directory (an installed image has no checkout)."""
     if data_dir is None:
-        from service.core.settings import get_settings
+        from service.platform.settings import get_settings
 
         data_dir = get_settings().risk.critical_dir
     d = data_dir

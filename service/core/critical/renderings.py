@@ -17,7 +17,7 @@ import msgspec
 
 from service.core.critical.build_glossary import EN_STOP
 from service.core.critical.tokens import en_stem, pali_stem, pali_tokens, word_tokens
-from service.core.errors import InputError
+from service.platform.errors import InputError
 
 __all__ = [
     "EN_NEGATORS",
@@ -166,7 +166,7 @@ class TranslationLexicon:
 def load_translation_lexicon(path: Path | None = None) -> TranslationLexicon:
     """Read the artifact (by default under the configured models directory) and check its format version."""
     if path is None:
-        from service.core.settings import get_settings
+        from service.platform.settings import get_settings
 
         path = get_settings().risk.lexicon_dir / LEXICON_FILE.name
     data = msgspec.json.decode(gzip.decompress(path.read_bytes()), type=LexiconFile)

@@ -9,7 +9,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from service.core.errors import InputError
+from service.platform.errors import InputError
 
 __all__ = ["KINDS", "BaseEmbedder", "Embedder", "Kind", "check_inputs", "l2_normalize"]
 

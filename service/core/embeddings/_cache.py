@@ -19,7 +19,7 @@ import redis
 import redis.asyncio
 
 from service.core.embeddings._base import Embedder, Kind, check_inputs
-from service.core.errors import NotReady
+from service.platform.errors import NotReady
 
 __all__ = ["CacheStats", "CachedEmbedder", "content_hash", "for_tenant"]
 

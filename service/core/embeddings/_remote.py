@@ -1,6 +1,6 @@
 """An OpenAI-compatible ``/v1/embeddings`` client (httpx): batched, bounded retries, errors mapped once.
 
-What callers can get (all from service.core.errors; the httpx exception, if any, is chained as ``__cause__``):
+What callers can get (all from service.platform.errors; the httpx exception, if any, is chained as ``__cause__``):
 
 UpstreamError
  +-- UpstreamTimeout        connect/read/write/pool timeout on every attempt
@@ -11,7 +11,7 @@ UpstreamError
                             ragged / non-finite / changing-dimension vectors, an answer over ``max_response_bytes``
 
 Each request has one total deadline (``read_timeout``: a server that drips its answer cannot stretch it) and reads
-at most ``max_response_bytes`` (``service.core.bounded_http``).
+at most ``max_response_bytes`` (``service.platform.bounded_http``).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from typing import Any
 import httpx
 import numpy as np
 
-from service.core.bounded_http import BoundedResponse, ResponseTooLarge, apost, post
 from service.core.embeddings._base import Kind, check_inputs, l2_normalize
-from service.core.errors import (
+from service.platform.bounded_http import BoundedResponse, ResponseTooLarge, apost, post
+from service.platform.errors import (
     NotReady,
     UpstreamBadResponse,
     UpstreamError,
@@ -35,7 +35,7 @@ from service.core.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
-from service.core.retry import RetryPolicy, parse_retry_after
+from service.platform.retry import RetryPolicy, parse_retry_after
 
 __all__ = ["OpenAIEmbedder", "embeddings_url"]
 

@@ -1,0 +1,160 @@
+"""Where the durable store lives and how to talk to it: the SQLite file at ``TRISK_DB_PATH`` (one machine) or the
+PostgreSQL database that ``TRISK_DATABASE_URL`` names (psycopg 3). Everything that differs between the two engines
+is here and in ``append_only``: URLs, connection settings, write transactions, locks, duplicate-key errors."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import ArgumentError, IntegrityError
+
+from service.platform.settings import DurableSettings, SettingError
+
+__all__ = [
+    "database_url",
+    "describe",
+    "is_duplicate_key",
+    "lock",
+    "make_engine",
+    "ping",
+    "unflushed_commit",
+    "write_transaction",
+]
+
+_WRITE = "trisk_durable_write"  # execution option: this connection's transaction will write
+_POSTGRES_SCHEMES = {"postgresql", "postgres", "postgresql+psycopg"}
+# seconds a writer waits for another one: SQLite's busy timeout and PostgreSQL's connect timeout
+_WAIT_SECONDS = 30
+# milliseconds unacknowledged data may wait before the connection is given up (tests/deploy/test_rehearsal.py)
+_TCP_USER_TIMEOUT_MS = 15_000
+
+
+def database_url(settings: DurableSettings) -> sa.URL:
+    """PostgreSQL when ``TRISK_DATABASE_URL`` is set, else the SQLite file at ``TRISK_DB_PATH`` (one way for each)."""
+    raw = settings.database_url.strip()
+    if not raw:
+        return sa.URL.create("sqlite", database=str(Path(settings.db_path)))
+    try:
+        url = sa.make_url(raw)
+    except ArgumentError:
+        raise SettingError("TRISK_DATABASE_URL: not a database URL (postgresql://user:password@host:5432/db)") from None
+    if url.drivername not in _POSTGRES_SCHEMES:
+        # the password stays out of the message: only the scheme is shown
+        raise SettingError(
+            f"TRISK_DATABASE_URL: {url.drivername}:// is not supported; name a PostgreSQL database "
+            "(postgresql://...) or leave it unset for the SQLite file at TRISK_DB_PATH"
+        )
+    return url.set(drivername="postgresql+psycopg")
+
+
+def describe(url: sa.URL) -> str:
+    """The URL for logs and messages, without its password."""
+    if url.get_backend_name() == "sqlite":
+        return f"sqlite file {url.database}"
+    where = f"{url.host or 'localhost'}:{url.port or 5432}/{url.database or ''}"
+    return f"postgresql at {where}" + (f" as {url.username}" if url.username else "")
+
+
+def private_file(path: Path) -> None:
+    """The database file readable by its owner only (it holds key digests and callback secrets): created 0600 when new
+    (SQLite gives its -wal and -shm files the database's mode), made 0600 when it, or they, are wider."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    for part in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        with contextlib.suppress(FileNotFoundError):
+            if part.stat().st_mode & 0o077:
+                part.chmod(0o600)
+
+
+def make_engine(url: sa.URL) -> Engine:
+    """An engine with the store's connection rules: on SQLite WAL, synchronous=FULL and a busy timeout; on PostgreSQL
+    connections checked before use (a restarted server or a failover does not fail the next request)."""
+    if url.get_backend_name() == "sqlite":
+        if url.database:
+            Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+            private_file(Path(url.database))
+        engine = sa.create_engine(url, connect_args={"timeout": _WAIT_SECONDS})
+        event.listen(engine, "connect", _sqlite_connect)
+        event.listen(engine, "begin", _sqlite_begin)
+        return engine
+    connect_args: dict[str, Any] = {
+        "connect_timeout": _WAIT_SECONDS,
+        "application_name": "trisk",
+        # a database cut off mid-request (a partition, a failed-over host that vanished) fails the request within
+        # TCP_USER_TIMEOUT instead of hanging for the kernel's retransmission timeout (about 15 minutes); keepalives
+        # find a dead pooled connection while it is idle
+        "tcp_user_timeout": _TCP_USER_TIMEOUT_MS,
+        "keepalives": 1,
+        "keepalives_idle": 30,
+        "keepalives_interval": 5,
+        "keepalives_count": 3,
+    }
+    for key in connect_args.copy():
+        if key in url.query:  # what the URL says wins
+            del connect_args[key]
+    return sa.create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10, connect_args=connect_args)
+
+
+def _sqlite_connect(dbapi_con: Any, _record: Any) -> None:
+    # the driver's own transaction handling would open transactions late and never BEGIN IMMEDIATE: SQLAlchemy's
+    # "begin" event below emits BEGIN itself
+    dbapi_con.isolation_level = None
+    cur = dbapi_con.cursor()
+    cur.execute(f"PRAGMA busy_timeout={_WAIT_SECONDS * 1000}")
+    # WAL: readers never block the writer; synchronous=FULL: a committed verdict survives a power cut
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=FULL")
+    cur.close()
+
+
+def _sqlite_begin(con: Connection) -> None:
+    # a writer takes the write lock at BEGIN: what it reads before writing (the next opinion number, the next model
+    # name, the schema version) cannot change under it, and a busy database is waited for instead of failing mid-way
+    con.exec_driver_sql("BEGIN IMMEDIATE" if con.get_execution_options().get(_WRITE) else "BEGIN")
+
+
+@contextmanager
+def write_transaction(engine: Engine) -> Iterator[Connection]:
+    """A transaction that writes: committed at the end, rolled back on any exception."""
+    with engine.connect() as con:
+        con = con.execution_options(**{_WRITE: True})
+        with con.begin():
+            yield con
+
+
+def unflushed_commit(con: Connection) -> None:
+    """This write transaction's commit returns before its WAL reaches the disk (PostgreSQL ``synchronous_commit``
+    off for it alone): for writes a crash may lose without harm, whose wait for the flush would be most of their
+    time. A crash loses at most the last few hundred milliseconds of such commits, never a partial one, and a later
+    flushed commit flushes them too. SQLite: nothing (its synchronous setting is the connection's)."""
+    if con.dialect.name == "postgresql":
+        con.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
+
+
+def lock(con: Connection, key: str) -> None:
+    """Hold ``key`` until this write transaction ends. PostgreSQL: a transaction-scoped advisory lock (writers of
+    other keys go on); SQLite: nothing to do, the write transaction already excludes every other writer."""
+    if con.dialect.name == "postgresql":
+        con.execute(sa.select(sa.func.pg_advisory_xact_lock(sa.func.hashtextextended(key, 0))))
+
+
+def is_duplicate_key(exc: IntegrityError) -> bool:
+    """Whether an insert failed because its primary key or a unique constraint is taken (not for other reasons)."""
+    orig = exc.orig
+    if getattr(orig, "sqlstate", None) == "23505":  # PostgreSQL unique_violation
+        return True
+    return getattr(orig, "sqlite_errorname", None) in ("SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_CONSTRAINT_UNIQUE")
+
+
+def ping(engine: Engine) -> None:
+    """One round trip to the database (readiness): raises when it does not answer."""
+    with engine.connect() as con:
+        con.execute(sa.text("SELECT 1"))

@@ -1,1 +1,2 @@
-"""The scoring core: corpus, novelty, signals and risk, importable without the web app."""
+"""The scoring core: corpus, novelty, signals, critical content, risk and the LLM judges (judges/), importable
+without the web app."""

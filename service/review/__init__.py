@@ -1,4 +1,5 @@
-"""Human review: the review queue and panel adjudications; the queue and verdicts are in ``service.state.durable``."""
+"""Human review: the review queue, panel adjudications and calibration (fits from the verdicts and labels); the queue's
+rows and the verdicts are in ``service.state.durable``."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from service.state.risk_catalog import ModelCatalog
     from service.state.store import Store
     from service.state.worker_registry import Heartbeat
-    from workers.lifecycle import Embedders
+    from workers.embedders import Embedders
 
 __all__ = ["KEY", "IndexSource", "WorkerContext", "tries_of"]
 

@@ -10,6 +10,6 @@ REDIS_URL="${TRISK_TEST_REDIS_URL:-redis://127.0.0.1:6379/15}" ./scripts/redis.s
 # bytecode written (to the __pycache__ folders git ignores) even where the environment says not to (this machine's
 # does): else every xdist worker and every process a test starts (APIs, workers, CLIs: dozens) compiles the code again
 unset PYTHONDONTWRITEBYTECODE
-# two worker processes (pytest-xdist), each test file on one worker (its module fixtures built once) and the files
+# four worker processes (pytest-xdist; on two cores four beat two: many tests wait on subprocesses, Redis and PostgreSQL), each test file on one worker (its module fixtures built once) and the files
 # marked `long` handed out first; TRISK_TEST_WORKERS=0 runs serially. DEVELOPERS.md has the rules a test keeps.
-exec .venv/bin/python -m pytest -q -n "${TRISK_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"
+exec .venv/bin/python -m pytest -q -n "${TRISK_TEST_WORKERS:-4}" --dist loadfile --no-loadscope-reorder "$@"

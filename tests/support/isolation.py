@@ -28,7 +28,7 @@ def worker_index(worker: str | None = None) -> int:
 
 def redis_test_url(base: str, index: int) -> str:
     """The Redis URL of worker ``index``: the base database counted down by the index (a serial run and worker 0 use
-    the base itself), so ``-n 2`` on the default db 15 uses 15 and 14. Counting down keeps within Redis's 16
+    the base itself), so ``-n 4`` on the default db 15 uses 15 to 12. Counting down keeps within Redis's 16
     databases; a base too low for the workers is refused rather than reaching db 0."""
     found = re.fullmatch(r"(redis://[^/]*)(?:/(\d*))?", base)
     if found is None:

@@ -1,4 +1,4 @@
-"""The codebase keeps its own rules: ruff (line length 120) everywhere, mypy clean on service/."""
+"""The codebase keeps its own rules: ruff (line length 120) everywhere, mypy clean on service/ and workers/."""
 
 from __future__ import annotations
 

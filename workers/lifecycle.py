@@ -47,7 +47,8 @@ class Indexes:
             if self._loaded is None:
                 from service.core.novelty import load_indexes
 
-                self._loaded, self.errors = await asyncio.to_thread(load_indexes, self.paths, self.expected)
+                loaded, self.errors = await asyncio.to_thread(load_indexes, self.paths, self.expected)
+                self._loaded = loaded
             return self._loaded
 
 

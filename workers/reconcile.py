@@ -102,6 +102,7 @@ async def reconcile_once(store: Store, pool: Any, *, older_than: float) -> int:
         last = rows[-1]
         after = (last.created_at, last.tenant, last.id)
     for job in await asyncio.to_thread(store.records.unfinished_judge_jobs, older_than, 10_000):
+        args: tuple[str, ...]
         if job.kind == adjudication_jobs.KIND:
             function, job_id, args = "adjudicate", adjudication_jobs.job_id_of(job.id), (job.id,)
         else:

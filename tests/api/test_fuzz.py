@@ -5,7 +5,6 @@ or with a made-up one, must be refused wherever the document says a key is neede
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 import uuid
@@ -28,6 +27,7 @@ from service.app.resources import Resources
 from service.core.novelty import NoveltyIndex
 from service.platform.settings import Settings
 from tests.conftest import issue_test_key
+from tests.support.evaluation import free_port
 from tests.worker_support import live_worker_heartbeat
 
 # about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
@@ -52,9 +52,7 @@ schema = schemathesis.openapi.from_dict(DOC, config=CONFIG)
 def live_api(sn12_index: NoveltyIndex, test_settings: Settings) -> Iterator[tuple[str, str]]:
     settings = replace(test_settings, redis=replace(test_settings.redis, queue_name=f"trisk:test:{uuid.uuid4().hex}:q"))
     app = create_app(settings, resources=Resources(settings=settings, indexes={"pli": sn12_index}))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -6,7 +6,6 @@ import contextlib
 import hashlib
 import json
 import os
-import socket
 import threading
 import time
 import uuid
@@ -41,6 +40,7 @@ from service.platform.errors import (
     UpstreamUnavailable,
 )
 from service.platform.settings import EmbeddingSettings
+from tests.support.evaluation import free_port
 
 TEST_REDIS_URL = os.environ.get("TRISK_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
@@ -415,9 +415,7 @@ async def test_remote_answers_are_bounded_in_bytes_and_time(server: str, counts:
 
 
 def test_remote_connection_refused() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again when the block ends: nothing listens there
+    port = free_port()  # bound and closed again: nothing listens there
     emb = OpenAIEmbedder(f"http://127.0.0.1:{port}", model="m", max_retries=1, backoff_base=0.01)
     with pytest.raises(UpstreamUnavailable) as info:
         emb.embed(["a"])
@@ -581,9 +579,7 @@ async def test_cache_async_redis_with_a_real_model(prefix: str, minilm: OnnxEmbe
 
 
 def test_cache_goes_on_without_redis_when_it_is_down() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # bound and closed again: nothing listens there
     client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.2)
     inner = Counting()
     cache = CachedEmbedder(inner, redis_client=client)

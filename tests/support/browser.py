@@ -3,13 +3,14 @@ app served by uvicorn on loopback in a thread. Playwright never downloads a brow
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from tests.support.evaluation import free_port
 
 __all__ = ["CHROMIUM", "CHROMIUM_FLAGS", "chromium", "serve"]
 
@@ -42,18 +43,12 @@ def chromium() -> Iterator[Any]:
             browser.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def serve(app: Any, seconds: float = 60.0) -> Iterator[str]:
     """The app on a free loopback port (uvicorn in a thread, with the app's lifespan); yields its base URL."""
     import uvicorn
 
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, name="workbench-server", daemon=True)
     thread.start()

@@ -38,6 +38,7 @@ __all__ = [
     "evaluate",
     "free_port",
     "load_benchmark",
+    "one_host_env",
     "report",
     "request_item",
     "throwaway_postgres",
@@ -107,6 +108,19 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def one_host_env(folder: Path, index: Path, **more: str) -> dict[str, str]:
+    """A Stack's environment on one host: the SQLite file in ``folder`` (no PostgreSQL URL from the shell), the index
+    at ``index``, text logs to read in a failure, workers at normal priority; ``more`` adds or overrides settings."""
+    return {
+        "TRISK_DB_PATH": str(folder / "trisk.db"),
+        "TRISK_DATABASE_URL": "",
+        "TRISK_INDEX_PATH": str(index),
+        "TRISK_LOG_FORMAT": "text",
+        "TRISK_WORKER_NICE": "0",
+        **more,
+    }
 
 
 class Stack:

@@ -18,7 +18,7 @@ import redis
 
 from service.core.novelty import NoveltyIndex
 from tests.records_support import store_of, stored_ids
-from tests.support.evaluation import Stack, wait_ready
+from tests.support.evaluation import Stack, one_host_env, wait_ready
 from tests.support.redis_server import private_redis_server
 
 # about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
@@ -45,14 +45,7 @@ def _item(i: int) -> dict[str, object]:
 def test_a_flushall_mid_run_loses_no_acknowledged_assessment(tmp_path: Path, sn12_index: NoveltyIndex) -> None:
     index = sn12_index.save(tmp_path / "sn.trisk")
     with private_redis_server(tmp_path) as url:
-        env = {
-            "TRISK_DB_PATH": str(tmp_path / "trisk.db"),
-            "TRISK_DATABASE_URL": "",
-            "TRISK_INDEX_PATH": str(index),
-            "TRISK_LOG_FORMAT": "text",
-            "TRISK_WORKER_NICE": "0",
-            "TRISK_RECONCILE_SECONDS": "2",
-        }
+        env = one_host_env(tmp_path, index, TRISK_RECONCILE_SECONDS="2")
         stack = Stack(url, workers=1, env=env, apis=1, log_dir=tmp_path)
         r = redis.Redis.from_url(url)
         client = httpx.Client(base_url=stack.url, timeout=30, headers={"Authorization": f"Bearer {stack.key}"})

@@ -25,7 +25,7 @@ from service.core.novelty import NoveltyIndex
 from service.review.queue import item_id_of
 from tests.durable_support import review_item_ids, sqlite_settings
 from tests.records_support import pooled_count, store_of, stored_ids
-from tests.support.evaluation import Stack, wait_ready
+from tests.support.evaluation import Stack, one_host_env, wait_ready
 from tests.support.redis_server import private_redis_server
 
 # about how long this file takes on a quiet two-core machine (s): xdist workers start with the longest
@@ -62,14 +62,7 @@ def stack(tmp_path: Path, sn12_index: NoveltyIndex) -> Iterator[Stack]:
     """Two APIs and two workers on a private redis-server and one throwaway SQLite file (one host)."""
     index = sn12_index.save(tmp_path / "sn.trisk")
     with private_redis_server(tmp_path) as url:
-        env = {
-            "TRISK_DB_PATH": str(tmp_path / "trisk.db"),
-            "TRISK_DATABASE_URL": "",
-            "TRISK_INDEX_PATH": str(index),
-            "TRISK_LOG_FORMAT": "text",
-            "TRISK_WORKER_NICE": "0",
-        }
-        st = Stack(url, workers=2, env=env, apis=2, log_dir=tmp_path)
+        st = Stack(url, workers=2, env=one_host_env(tmp_path, index), apis=2, log_dir=tmp_path)
         try:
             yield st
         finally:

@@ -80,6 +80,8 @@ def test_a_flushall_mid_run_loses_no_acknowledged_assessment(tmp_path: Path, sn1
             assert Counter(statuses.values()) == {"done": SINGLE + BATCH}, (Counter(statuses.values()), _log(tmp_path))
             worker_log = (tmp_path / "worker-0.log").read_text(errors="replace")
             assert "reconciled:" in worker_log  # the reconciler, not luck, brought the lost jobs back
+            reconciled = [line.split("reconciled: ")[1] for line in worker_log.splitlines() if "reconciled: " in line]
+            print(f"FLUSHALL with {queued_before} jobs queued: {len(ids)} of {len(ids)} done; {reconciled}")
             time.sleep(3)  # a reconcile round after the last one finished queues nothing
             # nothing of a finished assessment stays in Redis but ARQ's job results (kept for an hour)
             leftovers = [

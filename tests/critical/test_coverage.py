@@ -186,3 +186,26 @@ def test_dropped_sentence_loses_the_phrases_the_peers_share(checker: CriticalChe
     ((a, b),) = s.detail["spans"]  # type: ignore[misc]
     assert a == b and cand[:a].endswith("origin of suffering.")
     assert "omission" in str(s.detail["summary"])
+
+
+def test_column_medians_are_the_statistics_median() -> None:
+    """The omission signals take the peers' median per column with a sort; it must be ``statistics.median``
+    (the mean of the middle two of an even count), or the signals' values change."""
+    import statistics
+
+    from service.core.critical.coverage import _column_medians
+
+    rng = np.random.default_rng(3)
+    for rows in (2, 3, 8, 9):
+        a = rng.integers(0, 5, size=(rows, 7)).astype(float)
+        want = [statistics.median(a[:, j]) for j in range(a.shape[1])]
+        assert _column_medians(a).tolist() == want
+    assert _column_medians(np.zeros((9, 0))).shape == (0,)
+
+
+def test_a_source_read_again_gives_the_same_signals(checker: CriticalChecker) -> None:
+    """The source view is cached per source text: a second passage of the same source reads the same."""
+    texts = [GOOD, *PEERS[1:]]
+    first = checker.check_passage(SRC, texts)
+    again = checker.check_passage(SRC, texts)
+    assert [r.signals for r in first] == [r.signals for r in again]

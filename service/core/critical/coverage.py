@@ -19,9 +19,9 @@ Each finding carries character offsets in the candidate and reviewer wording.
 from __future__ import annotations
 
 import re
-import statistics
 from collections import Counter
 from collections.abc import Container, Sequence
+from functools import lru_cache
 
 import numpy as np
 
@@ -116,6 +116,13 @@ class SourceView:
         return stem in self.stem_set or stem[:_PREFIX] in self.prefixes
 
 
+@lru_cache(maxsize=256)
+def _source_view(lex: TranslationLexicon, text: str) -> SourceView:
+    """A source read once while its candidates come in (a passage's translations arrive in several requests and
+    rounds; the view is only read after it is built)."""
+    return SourceView(text, lex)
+
+
 def _split(text: str) -> list[str]:
     out, at = [], 0
     for m in _CLAUSE_END.finditer(text):
@@ -126,24 +133,29 @@ def _split(text: str) -> list[str]:
     return [p for p in out if p.strip()]
 
 
+@lru_cache(maxsize=1 << 16)
+def _content(stem: str) -> bool:
+    """A content word that is not a negator (negators are counted apart)."""
+    return content_word(stem) and stem not in EN_NEGATORS
+
+
 class TextView:
     """An English text as stems with offsets, grouped in clauses and sentences."""
 
     def __init__(self, text: str, lex: TranslationLexicon) -> None:
         self.text = text
         nt_at = {m.start() + 2 for m in _NT.finditer(text)}
-        self.stems: list[str] = []
-        self.spans: list[tuple[int, int]] = []
-        for m in _WORD.finditer(text):
-            low = m.group(0).lower()
-            if m.start() in nt_at and low == "t":
-                low = "not"
-            elif m.end() + 1 in nt_at and low.endswith("n"):
-                low = low[:-1]
-            st = en_stem(low)
-            self.stems.append(st)
-            self.spans.append((m.start(), m.end()))
-        self.content = [content_word(s) and s not in EN_NEGATORS for s in self.stems]
+        words = list(_WORD.finditer(text))
+        self.spans: list[tuple[int, int]] = [m.span() for m in words]
+        lows = [m.group(0).lower() for m in words]
+        if nt_at:  # "don't": "do" and "not" (rare, so the common case has no per-token test)
+            for k, m in enumerate(words):
+                if m.start() in nt_at and lows[k] == "t":
+                    lows[k] = "not"
+                elif m.end() + 1 in nt_at and lows[k].endswith("n"):
+                    lows[k] = lows[k][:-1]
+        self.stems: list[str] = [en_stem(low) for low in lows]
+        self.content = [_content(s) for s in self.stems]
         self.counts: Counter[str] = Counter(s for s, c in zip(self.stems, self.content, strict=True) if c)
         self.size = sum(self.counts.values())
         self.clauses = _groups(text, self.spans, _CLAUSE_END, after=True)
@@ -189,12 +201,13 @@ class PassageCoverage:
 
     def __init__(self, lex: TranslationLexicon, source: str, candidates: Sequence[str]) -> None:
         self.lex = lex
-        self.src = SourceView(source, lex)
+        self.src = _source_view(lex, source)
         self.views = [TextView(c, lex) for c in candidates]
         self.counts = [_Counts(self.src, v) for v in self.views]
         self._align: dict[int, list[int]] = {}  # source clause per clause of a text, computed when a span needs it
         self._df: Counter[str] | None = None  # in how many texts each content word is
         self._ctx: _Contexts | None = None  # the texts' words in their neighbours' context, built on first use
+        self._hits: tuple[list[str], np.ndarray] | None = None  # source stems x texts rendering counts, on first use
 
     def signals(self, i: int) -> dict[str, SignalResult]:
         n = len(self.views) - 1
@@ -215,19 +228,16 @@ class PassageCoverage:
     # ------------------------------------------------------------------------------------------------ omission
     def _omission(self, i: int, peers: list[int]) -> SignalValue:
         n = len(peers)
-        cand = self.counts[i].hits
-        expected = lost = 0.0
-        missing: list[tuple[float, str]] = []
-        for s in self.src.render:
-            ph = [self.counts[k].hits[s] for k in peers]
-            share = sum(1 for h in ph if h > 0) / n
-            if share < 0.5:
-                continue
-            med = statistics.median(ph)
-            expected += med
-            lost += max(0.0, med - cand[s])
-            if cand[s] == 0 and share >= MAJORITY:
-                missing.append((share, s))
+        stems, hits = self._hit_matrix()
+        ph, mine = hits[peers], hits[i]
+        shares = (ph > 0).sum(axis=0) / n
+        keep = shares >= 0.5
+        # medians of counts are halves at worst, so these sums are exact whatever the order
+        med = _column_medians(ph[:, keep])
+        expected = float(med.sum())
+        lost = float(np.maximum(0.0, med - mine[keep]).sum())
+        gone = (mine == 0) & (shares >= MAJORITY)
+        missing = [(float(shares[j]), stems[j]) for j in np.flatnonzero(gone)]
         value = lost / expected if expected else 0.0
         detail: dict[str, object] = {"renderings_expected": round(expected, 1), "missing_stems": len(missing)}
         if missing and value > 0:
@@ -243,6 +253,14 @@ class PassageCoverage:
             )
             detail["spans"] = [[gap, gap]]
         return SignalValue(value=round(min(1.0, value), 4), detail=detail)
+
+    def _hit_matrix(self) -> tuple[list[str], np.ndarray]:
+        """The source's content stems and how often each text renders them (texts x stems), built once."""
+        if self._hits is None:
+            stems = list(self.src.render)
+            rows = [[c.hits[s] for s in stems] for c in self.counts]
+            self._hits = (stems, np.array(rows, dtype=float).reshape(len(self.counts), len(stems)))
+        return self._hits
 
     def _peer_word(self, s: str, peers: list[int]) -> str:
         """The rendering of source stem ``s`` the peers use most."""
@@ -345,17 +363,18 @@ class PassageCoverage:
         n = len(peers)
         ctx = self._contexts()
         mine = ctx.counts[i]
-        expected = lost = 0.0
-        missing: set[tuple[str, ...]] = set()
-        for g, texts in ctx.trigrams.items():
-            users = len(texts) - (i in texts)
-            if users < MAJORITY * n:
-                continue
-            med = statistics.median([ctx.counts[k][g] for k in peers])
-            expected += med
-            if mine[g] < med:
-                lost += med - mine[g]
-                missing.add(g)
+        # the trigrams in enough texts (the peers using one are at most its texts), then the peers' own count
+        grams, counts = ctx.shared(MAJORITY * n)
+        ph = counts[peers]
+        keep = (ph > 0).sum(axis=0) >= MAJORITY * n
+        med = _column_medians(ph[:, keep])
+        own = counts[i, keep]
+        # medians of counts are halves at worst, so these sums are exact whatever the order
+        expected = float(med.sum())
+        short = own < med
+        lost = float((med - own)[short].sum())
+        kept = [g for g, k in zip(grams, keep, strict=True) if k]
+        missing = {kept[j] for j in np.flatnonzero(short)}
         # a few shared phrases say little (peers that differ share few): their loss counts against a floor
         value = lost / (expected + PHRASE_FLOOR)
         if not missing:
@@ -548,6 +567,17 @@ class _Contexts:
             for w, texts in index.get(key, {}).items():
                 out.setdefault(w, set()).update(texts)
         return out
+
+
+def _column_medians(a: np.ndarray) -> np.ndarray:
+    """The median of every column, as ``statistics.median`` takes it (the mean of the middle two of an even count);
+    a sort and an index, as ``np.median`` costs a hundred microseconds a call on these few rows."""
+    rows = a.shape[0]
+    if not a.size:
+        return np.zeros(a.shape[1])
+    a = np.sort(a, axis=0)
+    mid = rows // 2
+    return a[mid] if rows % 2 else (a[mid - 1] + a[mid]) / 2
 
 
 def _clip(text: str, limit: int = 120) -> str:

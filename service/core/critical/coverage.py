@@ -51,8 +51,9 @@ CONTENT_MIN = 0.15  # a source stem whose best rendering is at least this likely
 LICENSE_MIN = 0.03  # any lexicon link at all licenses an English word
 SOURCE_OF_MIN = 0.2  # an English word is "a rendering of" a Pali stem at this p(stem | word)
 TERM_COUNT_MIN = 150  # training occurrences that make a Pali stem a term (about the 3% most frequent stems)
-MAJORITY = 0.7
-PHRASE_FLOOR = 8.0  # share of peers that makes a rendering the consensus
+MAJORITY = 0.7  # share of peers that makes a rendering (or a shared phrase) the consensus
+# added to the peers' phrase counts that phrase_omission divides by: few shared phrases say little
+PHRASE_FLOOR = 8.0
 _PREFIX = 5
 
 

@@ -61,9 +61,9 @@ class CachedEmbedder:
     (``{prefix}:{model_id}:slot:{n}``, n from its hash), stored after the 32 bytes of its hash, so a later vector of
     the same slot replaces it and a read is a hit only when the hash stored matches (the hash covers kind and tenant:
     another tenant's vector in the slot is a miss). Its memory is then at most ``slots`` vectors whatever the
-    traffic, where keys per text grow with the distinct texts of a TTL. Redis is an accelerator, not a dependency: when it fails the call goes on to the backend, the failure is
-    logged and counted in ``stats.redis_errors``. Pass a sync client for ``embed`` and/or an asyncio client for
-    ``aembed``.
+    traffic, where keys per text grow with the distinct texts of a TTL. Redis is an accelerator, not a dependency:
+    when it fails the call goes on to the backend, the failure is logged and counted in ``stats.redis_errors``. Pass
+    a sync client for ``embed`` and/or an asyncio client for ``aembed``.
     """
 
     def __init__(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,6 +36,10 @@ _POSTGRES_SCHEMES = {"postgresql", "postgres", "postgresql+psycopg"}
 _WAIT_SECONDS = 30
 # milliseconds unacknowledged data may wait before the connection is given up (tests/deploy/test_rehearsal.py)
 _TCP_USER_TIMEOUT_MS = 15_000
+# a pooled PostgreSQL connection idle this long is pinged before use; one used more recently is not: a ping on every
+# checkout was a round trip and an eighth of the API's CPU on each GET (bench/bench_store_scale.py --profile)
+PING_IDLE_SECONDS = 1.0
+_IDLE_SINCE = "trisk_idle_since"  # connection record info: when it went back to the pool
 
 
 def database_url(settings: DurableSettings) -> sa.URL:
@@ -76,7 +81,9 @@ def private_file(path: Path) -> None:
 
 def make_engine(url: sa.URL) -> Engine:
     """An engine with the store's connection rules: on SQLite WAL, synchronous=FULL and a busy timeout; on PostgreSQL
-    connections checked before use (a restarted server or a failover does not fail the next request)."""
+    connections idle for ``PING_IDLE_SECONDS`` checked before use (a restarted server or a failover does not fail the
+    next request; a connection used within that second is not checked: a restart in that second fails the requests
+    on it once, with a 503, and every connection the pool held before is replaced)."""
     if url.get_backend_name() == "sqlite":
         if url.database:
             Path(url.database).parent.mkdir(parents=True, exist_ok=True)
@@ -100,7 +107,28 @@ def make_engine(url: sa.URL) -> Engine:
     for key in connect_args.copy():
         if key in url.query:  # what the URL says wins
             del connect_args[key]
-    return sa.create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10, connect_args=connect_args)
+    engine = sa.create_engine(url, pool_size=5, max_overflow=10, connect_args=connect_args)
+    event.listen(engine, "checkout", _ping_when_idle)
+    event.listen(engine, "checkin", _went_idle)
+    return engine
+
+
+def _went_idle(_dbapi_con: Any, record: Any) -> None:
+    if record is not None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+
+def _ping_when_idle(dbapi_con: Any, record: Any, proxy: Any) -> None:
+    """SQLAlchemy's pre-ping, for a connection idle since ``PING_IDLE_SECONDS`` only (a new one needs none): a dead
+    one replaces every connection of the pool, as pre-ping does."""
+    since = record.info.get(_IDLE_SINCE)
+    if since is None or time.monotonic() - since < PING_IDLE_SECONDS:
+        return
+    dialect = proxy._pool._dialect
+    try:
+        dialect.do_ping(dbapi_con)
+    except dialect.loaded_dbapi.Error as exc:
+        raise sa.exc.InvalidatePoolError(f"the idle connection failed its ping: {exc}") from exc
 
 
 def _sqlite_connect(dbapi_con: Any, _record: Any) -> None:

@@ -250,18 +250,15 @@ def claim(
     """Lease up to ``n`` open items (never reviewed, no live lease) in the queue's order: SKIP LOCKED on PostgreSQL
     (another claim's rows are passed over, not waited for), the write transaction on SQLite."""
     expires = now + lease_seconds
-    # one statement, one round trip: the open items' top n, locked and leased (RETURNING gives no order: sorted here)
-    taken = claim_query(tenant, n, filters=filters, flagged_only=flagged_only, now=now).scalar_subquery()
-    lease = (
-        review_items.update()
-        .where(c.tenant == tenant, c.id.in_(taken))
-        .values(lease_id=lease_id, lease_reviewer=reviewer, lease_created=now, lease_expires=expires)
-        .returning(c.id, c.priority)
-    )
     with store._insert() as con:
         unflushed_commit(con)  # a lease a crash loses is one that expired: its items are claimable again
-        rows = con.execute(lease).all()
-    ids = [r.id for r in sorted(rows, key=lambda r: (r.priority, r.id), reverse=True)]
+        ids = list(con.execute(claim_query(tenant, n, filters=filters, flagged_only=flagged_only, now=now)).scalars())
+        if ids:
+            con.execute(
+                review_items.update()
+                .where(c.tenant == tenant, c.id.in_(ids))
+                .values(lease_id=lease_id, lease_reviewer=reviewer, lease_created=now, lease_expires=expires)
+            )
     return LeaseRow(lease_id, tenant, reviewer, ids, expires, now)
 
 

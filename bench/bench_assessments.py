@@ -77,6 +77,20 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def py_spy(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes]:
+    """py-spy sampling ``pid`` for about ``seconds`` (raw collapsed stacks into ``out``), attached when it returns."""
+    spy = subprocess.Popen(
+        [
+            *(str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid)),
+            *("--rate", "250", "--duration", str(int(seconds) + 2), "--format", "raw", "--threads"),
+            *("-o", str(out)),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    time.sleep(1.0)  # attached
+    return spy
+
+
 def _throughput(client: httpx.Client, items: list[dict]) -> tuple[float, dict[str, int]]:
     """One batch, from its submission until every assessment is done: seconds and the final counts."""
     body = "\n".join(json.dumps(i, ensure_ascii=False) for i in items).encode()
@@ -116,17 +130,7 @@ def main() -> None:
             f"cheap tier end to end, the batch alone: {n_cands} candidates ({len(items)} passages) in {secs:.1f} s = "
             f"{n_cands / secs:.1f} candidates/s (target >= 20), {counts['failed']} failed; workers={args.workers}"
         )
-        spy = None
-        if args.profile:
-            spy = subprocess.Popen(
-                [
-                    *(str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(stack.apis[0].pid)),
-                    *("--rate", "250", "--duration", str(int(args.seconds) + 2), "--format", "raw", "--threads"),
-                    *("-o", str(args.profile)),
-                ],
-                stdout=subprocess.DEVNULL,
-            )
-            time.sleep(1.0)  # attached
+        spy = py_spy(stack.apis[0].pid, args.seconds, args.profile) if args.profile else None
         cpu0 = _cpu_seconds(stack.apis[0].pid)
         lat, errors = asyncio.run(_latency(stack.url, stack.key, items, args.rate, args.seconds))
         cpu = _cpu_seconds(stack.apis[0].pid) - cpu0

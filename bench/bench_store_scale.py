@@ -8,6 +8,10 @@ new ids, ``--tenants`` tenants, the bench's own among them) up to each size of `
 ``--clients`` concurrent clients GET random ids of the bench's tenant for ``--seconds``.
 
     .venv/bin/python bench/bench_store_scale.py [--sizes 10000,100000,1000000] [--clients 16] [--seconds 20]
+        [--profile api-profile.txt]
+
+``--profile`` samples the API process with py-spy (the dev extra) during the first size's GETs and writes its
+collapsed stacks there (as ``bench/bench_assessments.py --profile`` does).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_assessments import _cpu_seconds, py_spy  # noqa: E402
 from bench_load import _wait_done  # noqa: E402
 from bench_store_size import store_bytes  # noqa: E402
 
@@ -105,6 +110,7 @@ def main() -> None:
     ap.add_argument("--tenants", type=int, default=20)
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--profile", type=Path, default=None, help="write py-spy's samples of the API here")
     args = ap.parse_args()
     bench = load_benchmark(SHARED_DIR / "palibench-dev", SHARED_DIR / "corpus" / "bilara" / "root" / "pli" / "ms")
     items = [request_item(p) for p in bench.passages if len(p["candidates"]) == 10]
@@ -132,15 +138,30 @@ def main() -> None:
             _wait_done(client, ids, 900)
             stack.workers[0].terminate()  # the GETs run against the API alone
             print(f"PostgreSQL, {args.clients} clients, {args.seconds:.0f} s per size, load average {os.getloadavg()}")
-            print("| stored assessments | GET p50 | GET p99 | requests/s | store bytes per assessment |")
-            print("| --- | --- | --- | --- | --- |")
+            print(
+                "| stored assessments | GET p50 | GET p99 | requests/s | API CPU per request | the clients' CPU "
+                "| store bytes per assessment | load (1 min) |"
+            )
+            print("| --- | --- | --- | --- | --- | --- | --- | --- |")
             for size in (int(s) for s in args.sizes.split(",")):
                 grow(engine, size, args.tenants)
-                lat = hammer(stack.url, stack.key, ids_of(engine, 5000), args.clients, args.seconds)
+                spy = None
+                if args.profile and size == int(args.sizes.split(",")[0]):
+                    spy = py_spy(stack.apis[0].pid, args.seconds, args.profile)
+                sample = ids_of(engine, 5000)
+                cpu0, own0 = _cpu_seconds(stack.apis[0].pid), time.process_time()
+                lat = hammer(stack.url, stack.key, sample, args.clients, args.seconds)
+                api_cpu, own = _cpu_seconds(stack.apis[0].pid) - cpu0, time.process_time() - own0
+                if spy is not None:
+                    spy.wait(60)
                 per = store_bytes(engine) / size
                 p50, p99 = np.percentile(lat, 50), np.percentile(lat, 99)
                 rate = len(lat) / args.seconds
-                print(f"| {size:,} | {p50:.1f} ms | {p99:.1f} ms | {rate:.0f} | {per / 1024:.1f} KiB |", flush=True)
+                print(
+                    f"| {size:,} | {p50:.1f} ms | {p99:.1f} ms | {rate:.0f} | {1000 * api_cpu / lat.size:.2f} ms "
+                    f"| {100 * own / args.seconds:.0f}% | {per / 1024:.1f} KiB | {os.getloadavg()[0]:.1f} |",
+                    flush=True,
+                )
     finally:
         stack.close()
         engine.dispose()

@@ -12,6 +12,11 @@ all are done, then prints:
   distinct text; ARQ's job results, an hour) by MEMORY USAGE of each key family.
 
     .venv/bin/python bench/bench_store_size.py [--stored 100] [--engines sqlite,postgresql] [--index FILE]
+        [--distinct] [--slots N]
+
+``--distinct`` makes every text of every submission new (a counter appended), the embedding cache's worst case (the
+PaliBench passages repeat after a few dozen submissions); ``--slots`` sets ``TRISK_EMBEDDING_CACHE_SLOTS`` for the
+run (the cache's bound: with ``--distinct`` its keys stop growing at that many).
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from tests.support.evaluation import Stack, load_benchmark, request_item, throwa
 
 TABLES = ("assessments", "batches", "idempotency_keys", "score_pool", "judge_jobs")
 PACKED = ("meta", "cheap", "provisional", "llm", "final", "callback", "callback_cheap")
-_ID = re.compile(r"[0-9a-f]{16,}")
+_ID = re.compile(r"[0-9a-f]{16,}|(?<=:slot:)[0-9]+")
 # bounded caches: their keys stay for their own TTL, whatever the retention (README "Capacity")
 CACHES = ("trisk:emb:", "arq:result:", "trisk:llm:")
 
@@ -69,7 +74,16 @@ def packed_bytes(engine: sa.Engine) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
-def run(engine_name: str, items: list[dict[str, Any]], stored: int, index: str) -> None:
+def distinct(item: dict[str, Any], n: int) -> dict[str, Any]:
+    """``item`` with a text of its own for every candidate and the source (submission ``n``)."""
+    out = {**item, "source": {**item["source"], "text": f"{item['source']['text']} ({n})"}}
+    out["candidates"] = [{**c, "text": f"{c['text']} ({n})"} for c in item["candidates"]]
+    return out
+
+
+def run(
+    engine_name: str, items: list[dict[str, Any]], stored: int, index: str, *, new_texts: bool = False, slots: int = -1
+) -> None:
     folder = Path(tempfile.mkdtemp(prefix=f"trisk-bench-store-{engine_name}-"))
     scope = ExitStack()  # the PostgreSQL database of the run, dropped when the run ends
     if engine_name == "sqlite":
@@ -80,6 +94,8 @@ def run(engine_name: str, items: list[dict[str, Any]], stored: int, index: str) 
         env = {"TRISK_DATABASE_URL": url.render_as_string(hide_password=False).replace("+psycopg", "")}
         engine = sa.create_engine(url)
     env |= {"TRISK_LOG_FORMAT": "text", "TRISK_WORKER_NICE": "0", "TRISK_INDEX_PATH": index}
+    if slots >= 0:
+        env["TRISK_EMBEDDING_CACHE_SLOTS"] = str(slots)
     stack = Stack(None, 1, env=env, log_dir=folder)
     assert stack.redis is not None
     r = stack.redis.client()
@@ -91,13 +107,15 @@ def run(engine_name: str, items: list[dict[str, Any]], stored: int, index: str) 
             mem0, fam0, disk0 = int(r.info("memory")["used_memory"]), families(r), store_bytes(engine)
             ids = []
             for i in range(stored):
-                resp = client.post("/v1/assessments", json=items[i % len(items)])
+                item = items[i % len(items)]
+                resp = client.post("/v1/assessments", json=distinct(item, i) if new_texts else item)
                 assert resp.status_code == 202, resp.text
                 ids.append(resp.json()["id"])
             secs = _wait_done(client, ids, 900)
             time.sleep(2.0)  # the tail (review items, score pool) follows the final write
             mem1, fam1, disk1 = int(r.info("memory")["used_memory"]), families(r), store_bytes(engine)
             n, packed = packed_bytes(engine)
+            emb_keys = sum(1 for _ in r.scan_iter(match="trisk:emb:*", count=1000))
     finally:
         stack.close()
         engine.dispose()
@@ -107,7 +125,12 @@ def run(engine_name: str, items: list[dict[str, Any]], stored: int, index: str) 
     print(f"== {engine_name}: {stored} assessments of 10 candidates (PaliBench dev, cheap tier), done in {secs:.0f} s")
     print(f"  store on disk: {(disk1 - disk0) / stored / 1024:.1f} KiB per assessment ({disk0} -> {disk1} bytes)")
     print(f"  packed records: {packed / max(n, 1) / 1024:.1f} KiB per assessment (meta and parts, {n} rows)")
-    print(f"  Redis used_memory: {(mem1 - mem0) / stored / 1024:.2f} KiB per assessment in all")
+    bound = slots if slots >= 0 else "default"
+    print(
+        f"  Redis used_memory: {(mem1 - mem0) / stored / 1024:.2f} KiB per assessment in all ({mem0 / 2**20:.1f} -> "
+        f"{mem1 / 2**20:.1f} MiB; distinct texts: {new_texts}, embedding cache slots: {bound})"
+    )
+    print(f"  embedding cache: {emb_keys} keys")
     for fam in sorted(grown, key=lambda f: -grown[f])[:8]:
         kind = "cache" if fam.startswith(CACHES) else "kept"
         print(f"    {fam:58s} {grown[fam] / stored / 1024:7.2f} KiB  {kind}")
@@ -120,6 +143,8 @@ def main() -> None:
     ap.add_argument("--stored", type=int, default=100)
     ap.add_argument("--engines", default="sqlite,postgresql")
     ap.add_argument("--index", default="", help="a novelty index (default: one built of SN 12 for the run)")
+    ap.add_argument("--distinct", action="store_true", help="every text of every submission new")
+    ap.add_argument("--slots", type=int, default=-1, help="TRISK_EMBEDDING_CACHE_SLOTS (default: the setting's)")
     args = ap.parse_args()
     bench = load_benchmark(SHARED_DIR / "palibench-dev", SHARED_DIR / "corpus" / "bilara" / "root" / "pli" / "ms")
     items = [request_item(p) for p in bench.passages if len(p["candidates"]) == 10]
@@ -130,7 +155,7 @@ def main() -> None:
         cmd = [sys.executable, "-m", "service.cli", "build-index", "--subdir", "sutta/sn/sn12", "--out", index]
         subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     for name in args.engines.split(","):
-        run(name.strip(), items, args.stored, index)
+        run(name.strip(), items, args.stored, index, new_texts=args.distinct, slots=args.slots)
 
 
 if __name__ == "__main__":

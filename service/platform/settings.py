@@ -296,6 +296,13 @@ class EmbeddingSettings(SettingsGroup):
     cache_seconds: int = setting(
         "TRISK_EMBEDDING_CACHE_SECONDS", 3600, "how long a vector stays in the Redis embedding cache (0 = none)"
     )
+    # a TTL alone bounds the cache by traffic (10,000 assessments an hour of 10 distinct texts would keep 190 MiB):
+    # slots bound it by size, 16,384 vectors of about 1.8 KiB with key and tag, about 30 MiB (README "Caches")
+    cache_slots: int = setting(
+        "TRISK_EMBEDDING_CACHE_SLOTS",
+        16384,
+        "keys of the Redis embedding cache: a vector takes the slot its hash names (0 = a key per text, unbounded)",
+    )
     # a batch of 32 vectors of 3,072 dimensions is about 2 MB of JSON
     remote_max_response_bytes: int = setting(
         "TRISK_EMBEDDING_MAX_RESPONSE_BYTES", 8 << 20, "largest answer read from the embeddings endpoint"

@@ -12,6 +12,8 @@ claimed in the transaction that writes its assessment.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import hashlib
 import logging
 import time
@@ -106,13 +108,21 @@ class Store:
     async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await asyncio.to_thread(fn, *args, **kwargs)
 
+    async def _submit(self, fn: Callable[..., T], *args: Any) -> T:
+        """A submission's write: on the store's own submissions thread where it has one (SQLite), else as ``_run``."""
+        pool = getattr(self.db, "submissions", None)
+        if pool is None:
+            return await self._run(fn, *args)
+        call = functools.partial(contextvars.copy_context().run, fn, *args)  # the log context goes along
+        return await asyncio.get_running_loop().run_in_executor(pool, call)
+
     # -- idempotency
     async def create_idempotent(self, meta: AssessmentMeta, key: str, body_sha: str) -> str | None:
         """Claim an Idempotency-Key and write the assessment in one transaction, so whoever sees the key also sees
         the assessment. Returns the id of the assessment the key already names when the same request was made
         before (nothing is written then); raises Conflict when the key was used for a different request."""
         claim = (meta.tenant, key, meta.id, body_sha)
-        prior = await self._run(self.records.create, [_row_of(meta)], None, claim, self.quotas)
+        prior = await self._submit(self.records.create, [_row_of(meta)], None, claim, self.quotas)
         if prior is None:
             return None
         if prior.request_sha != body_sha:
@@ -127,14 +137,14 @@ class Store:
 
     # -- assessments
     async def create(self, meta: AssessmentMeta) -> None:
-        await self._run(self.records.create, [_row_of(meta)], None, None, self.quotas)
+        await self._submit(self.records.create, [_row_of(meta)], None, None, self.quotas)
 
     async def create_many(self, metas: list[AssessmentMeta], batch: BatchMeta | None = None) -> None:
         """All or nothing: one transaction for every assessment of a batch (and the batch itself)."""
         brow = None
         if batch is not None:
             brow = {"tenant": batch.tenant, "id": batch.id, "created_at": batch.created_at, "meta": pack(batch)}
-        await self._run(self.records.create, [_row_of(m) for m in metas], brow, None, self.quotas)
+        await self._submit(self.records.create, [_row_of(m) for m in metas], brow, None, self.quotas)
 
     async def delete(self, tenant: str, aids: list[str], batch_id: str | None = None) -> None:
         """Undo a submission that could not be queued (nothing of it was acknowledged)."""

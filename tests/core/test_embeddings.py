@@ -602,3 +602,32 @@ def test_the_redis_copy_of_a_vector_lives_for_the_cache_setting_only() -> None:
     assert emb._redis is not None and emb.ttl_seconds == 90
     off = open_embedder(EmbeddingSettings(backend="onnx", cache_seconds=0), redis_url=TEST_REDIS_URL)
     assert off._redis is None and off._aredis is None
+
+
+def test_cache_redis_slots_bound_the_keys_whatever_the_traffic(prefix: str) -> None:
+    """With slots, the Redis layer holds at most that many vectors (TRISK_EMBEDDING_CACHE_SLOTS): a vector replaces
+    the one in its slot, and a slot holding another text's (or another tenant's) vector is a miss, never its vector."""
+    client = redis.Redis.from_url(TEST_REDIS_URL)
+    try:
+        inner = Counting()
+        cache = CachedEmbedder(inner, redis_client=client, prefix=prefix, ttl_seconds=600, slots=4, max_items=0)
+        texts = [f"text {i}" for i in range(40)]
+        vectors = cache.embed(texts)
+        keys = list(client.scan_iter(match=f"{prefix}:*", count=500))
+        assert 0 < len(keys) <= 4  # 40 distinct texts, at most 4 keys
+        assert all(0 < int(client.ttl(k)) <= 600 for k in keys)
+        reader = CachedEmbedder(Counting(), redis_client=client, prefix=prefix, slots=4, max_items=0)
+        again = reader.embed(texts)
+        np.testing.assert_array_equal(again, vectors)  # every vector right: hits from the slots, the rest computed
+        assert reader.stats.hits_redis == len(keys) and reader.stats.misses == 40 - len(keys)
+        other = CachedEmbedder(Counting(), redis_client=client, prefix=prefix, slots=4, max_items=0)
+        other.for_tenant("team-b").embed(texts)  # another tenant's hashes: its own slot values never match
+        assert other.stats.hits_redis == 0
+    finally:
+        client.close()
+
+
+def test_open_embedder_bounds_the_redis_cache_by_the_slots_setting() -> None:
+    assert EmbeddingSettings().cache_slots == 16384
+    assert open_embedder(EmbeddingSettings(backend="onnx"), redis_url=TEST_REDIS_URL).slots == 16384
+    assert open_embedder(EmbeddingSettings(backend="onnx", cache_slots=0), redis_url=TEST_REDIS_URL).slots == 0

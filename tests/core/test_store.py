@@ -190,3 +190,28 @@ def test_packed_records_are_compressed_when_that_pays() -> None:
     packed = pack(big)
     assert packed[:1] == b"z" and len(packed) < len("Evaṃ me sutaṃ. ".encode()) * 20
     assert unpack(packed) == big
+
+
+async def test_submissions_on_sqlite_wait_for_the_write_lock_on_one_thread_of_their_own(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite has one writer at a time: concurrent submissions queue on the store's submissions thread, so the shared
+    thread pool stays free for novelty and reads meanwhile; PostgreSQL takes writers side by side (the shared pool)."""
+    import threading
+
+    threads: list[str] = []
+    create = store.records.create
+
+    def recording(*args: object) -> object:
+        threads.append(threading.current_thread().name)
+        return create(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store.records, "create", recording)
+    metas = [_meta() for _ in range(6)]
+    await asyncio.gather(*(store.create(m) for m in metas[:3]), store.create_many(metas[3:]))
+    await store.create_idempotent(_meta(), uuid.uuid4().hex, "sha")
+    assert len(threads) == 5 and all([await store.exists(TENANT, m.id) for m in metas])
+    if store.db.dialect == "sqlite":
+        assert set(threads) == {"trisk-sqlite-submissions_0"}
+    else:
+        assert store.db.submissions is None and "trisk-sqlite-submissions_0" not in threads

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 # redis-py raises its own errors for server trouble and OSError subclasses for sockets
 _REDIS_ERRORS = (redis.RedisError, OSError)
+_TAG = 32  # bytes of the sha256 that head a slot's value
 
 
 def content_hash(backend: str, model_id: str, kind: str, text: str, scope: str = "") -> str:
@@ -56,9 +57,13 @@ class CachedEmbedder:
     """Embeds each distinct (backend, model, kind, text) once.
 
     Redis keys are ``{prefix}:{model_id}:{kind}:{sha256}`` holding the raw float32 row (little-endian), with a
-    TTL. Redis is an accelerator, not a dependency: when it fails the call goes on to the backend, the failure is
-    logged and counted in ``stats.redis_errors``. Pass a sync client for ``embed`` and/or an asyncio client for
-    ``aembed``.
+    TTL; with ``slots`` > 0 the Redis layer is bounded instead: a vector goes to one of ``slots`` keys
+    (``{prefix}:{model_id}:slot:{n}``, n from its hash), stored after the 32 bytes of its hash, so a later vector of
+    the same slot replaces it and a read is a hit only when the hash stored matches (the hash covers kind and tenant:
+    another tenant's vector in the slot is a miss). Its memory is then at most ``slots`` vectors whatever the
+    traffic, where keys per text grow with the distinct texts of a TTL. Redis is an accelerator, not a dependency:
+    when it fails the call goes on to the backend, the failure is logged and counted in ``stats.redis_errors``. Pass
+    a sync client for ``embed`` and/or an asyncio client for ``aembed``.
     """
 
     def __init__(
@@ -70,6 +75,7 @@ class CachedEmbedder:
         aredis_client: redis.asyncio.Redis | None = None,
         ttl_seconds: int = 30 * 24 * 3600,
         prefix: str = "trisk:emb",
+        slots: int = 0,
     ) -> None:
         self.inner = inner
         self.max_items = max(0, max_items)
@@ -77,6 +83,7 @@ class CachedEmbedder:
         self._aredis = aredis_client
         self.ttl_seconds = ttl_seconds
         self.prefix = prefix
+        self.slots = max(0, slots)
         self.stats = CacheStats()
         self.scope = ""  # the tenant whose vectors these are ("" = unscoped: benchmarks, the CLI)
         self._lru: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
@@ -112,6 +119,8 @@ class CachedEmbedder:
             return None
 
     def redis_key(self, kind: str, sha: str) -> str:
+        if self.slots:
+            return f"{self.prefix}:{self.inner.model_id}:slot:{int(sha[:15], 16) % self.slots}"
         return f"{self.prefix}:{self.inner.model_id}:{kind}:{sha}"
 
     # -- in-process layer -----------------------------------------------------------------------------------
@@ -153,7 +162,13 @@ class CachedEmbedder:
         dim = self._known_dim()
         found: dict[str, np.ndarray] = {}
         for sha, value in zip(shas, raw, strict=True):
-            if not isinstance(value, bytes) or not value or len(value) % 4:
+            if not isinstance(value, bytes):
+                continue
+            if self.slots:
+                if value[:_TAG] != bytes.fromhex(sha):
+                    continue  # the slot holds another text's vector (or another tenant's): a miss
+                value = value[_TAG:]
+            if not value or len(value) % 4:
                 continue
             vector = np.frombuffer(value, dtype="<f4").astype(np.float32)
             if dim is None or vector.shape[0] == dim:
@@ -211,6 +226,8 @@ class CachedEmbedder:
 
     def _store(self, pipe: Any, kind: str, sha: str, vector: np.ndarray) -> None:
         value = vector.astype("<f4").tobytes()
+        if self.slots:
+            value = bytes.fromhex(sha) + value
         if self.ttl_seconds > 0:
             pipe.set(self.redis_key(kind, sha), value, ex=self.ttl_seconds)
         else:

@@ -66,7 +66,8 @@ def open_embedder(
     cache_items: int = 10_000,
 ) -> CachedEmbedder:
     """The configured backend behind the content-hash cache (LRU, plus Redis at ``redis_url`` for both paths, each
-    vector for ``settings.cache_seconds``; no Redis copy when that is 0)."""
+    vector for ``settings.cache_seconds``, in at most ``settings.cache_slots`` keys; no Redis copy when the seconds
+    are 0)."""
     if settings.cache_seconds <= 0:
         redis_url = None
     sync_client = redis.Redis.from_url(redis_url) if redis_url else None
@@ -77,4 +78,5 @@ def open_embedder(
         redis_client=sync_client,
         aredis_client=async_client,
         ttl_seconds=max(1, settings.cache_seconds),
+        slots=settings.cache_slots,
     )

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,6 +37,10 @@ _POSTGRES_SCHEMES = {"postgresql", "postgres", "postgresql+psycopg"}
 _WAIT_SECONDS = 30
 # milliseconds unacknowledged data may wait before the connection is given up (tests/deploy/test_rehearsal.py)
 _TCP_USER_TIMEOUT_MS = 15_000
+# a pooled PostgreSQL connection idle this long is pinged before use; one used more recently is not: a ping on every
+# checkout was a round trip and an eighth of the API's CPU on each GET (bench/bench_store_scale.py --profile)
+PING_IDLE_SECONDS = 1.0
+_IDLE_SINCE = "trisk_idle_since"  # connection record info: when it went back to the pool
 
 
 def database_url(settings: DurableSettings) -> sa.URL:
@@ -76,7 +82,9 @@ def private_file(path: Path) -> None:
 
 def make_engine(url: sa.URL) -> Engine:
     """An engine with the store's connection rules: on SQLite WAL, synchronous=FULL and a busy timeout; on PostgreSQL
-    connections checked before use (a restarted server or a failover does not fail the next request)."""
+    connections idle for ``PING_IDLE_SECONDS`` checked before use (a restarted server or a failover does not fail the
+    next request; a connection used within that second is not checked: a restart in that second fails the requests
+    on it once, with a 503, and every connection the pool held before is replaced)."""
     if url.get_backend_name() == "sqlite":
         if url.database:
             Path(url.database).parent.mkdir(parents=True, exist_ok=True)
@@ -100,7 +108,28 @@ def make_engine(url: sa.URL) -> Engine:
     for key in connect_args.copy():
         if key in url.query:  # what the URL says wins
             del connect_args[key]
-    return sa.create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10, connect_args=connect_args)
+    engine = sa.create_engine(url, pool_size=5, max_overflow=10, connect_args=connect_args)
+    event.listen(engine, "checkout", _ping_when_idle)
+    event.listen(engine, "checkin", _went_idle)
+    return engine
+
+
+def _went_idle(_dbapi_con: Any, record: Any) -> None:
+    if record is not None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+
+def _ping_when_idle(dbapi_con: Any, record: Any, proxy: Any) -> None:
+    """SQLAlchemy's pre-ping, for a connection idle since ``PING_IDLE_SECONDS`` only (a new one needs none): a dead
+    one replaces every connection of the pool, as pre-ping does."""
+    since = record.info.get(_IDLE_SINCE)
+    if since is None or time.monotonic() - since < PING_IDLE_SECONDS:
+        return
+    dialect = proxy._pool._dialect
+    try:
+        dialect.do_ping(dbapi_con)
+    except dialect.loaded_dbapi.Error as exc:
+        raise sa.exc.InvalidatePoolError(f"the idle connection failed its ping: {exc}") from exc
 
 
 def _sqlite_connect(dbapi_con: Any, _record: Any) -> None:
@@ -118,7 +147,38 @@ def _sqlite_connect(dbapi_con: Any, _record: Any) -> None:
 def _sqlite_begin(con: Connection) -> None:
     # a writer takes the write lock at BEGIN: what it reads before writing (the next opinion number, the next model
     # name, the schema version) cannot change under it, and a busy database is waited for instead of failing mid-way
-    con.exec_driver_sql("BEGIN IMMEDIATE" if con.get_execution_options().get(_WRITE) else "BEGIN")
+    if con.get_execution_options().get(_WRITE):
+        begin_immediate(con.connection.dbapi_connection)
+    else:
+        con.exec_driver_sql("BEGIN")
+
+
+# pauses between tries of BEGIN IMMEDIATE while another connection writes: SQLite's own busy handler sleeps 1, 2, 5,
+# 10, 15, 20, 25 ... 100 ms between tries, so a lock freed just after a try is taken up to that much later (the tail
+# of POST /v1/assessments behind the worker's writes, bench/bench_assessments.py --profile)
+BEGIN_PAUSE_SECONDS = 0.0005
+BEGIN_MAX_PAUSE_SECONDS = 0.002
+
+
+def begin_immediate(raw: Any, wait: float = _WAIT_SECONDS) -> None:
+    """BEGIN IMMEDIATE on a sqlite3 connection, tried again every few milliseconds for up to ``wait`` seconds while the
+    database is locked (the connection's busy timeout is off meanwhile and set back after); then the lock error as an
+    OperationalError, as the busy timeout raised it."""
+    raw.execute("PRAGMA busy_timeout=0")
+    try:
+        deadline = time.monotonic() + wait
+        pause = BEGIN_PAUSE_SECONDS
+        while True:
+            try:
+                raw.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if getattr(exc, "sqlite_errorname", "") != "SQLITE_BUSY" or time.monotonic() >= deadline:
+                    raise sa.exc.OperationalError("BEGIN IMMEDIATE", None, exc) from exc
+            time.sleep(pause)
+            pause = min(2 * pause, BEGIN_MAX_PAUSE_SECONDS)
+    finally:
+        raw.execute(f"PRAGMA busy_timeout={_WAIT_SECONDS * 1000}")
 
 
 @contextmanager

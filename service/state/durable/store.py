@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
@@ -136,6 +137,10 @@ class DurableStore:
         # (bench/bench_store_scale.py); SQLite's reads keep its BEGIN (``engine._sqlite_begin``)
         postgres = engine.dialect.name == "postgresql"
         self._reader = engine.execution_options(isolation_level="AUTOCOMMIT") if postgres else engine
+        # SQLite takes one writer at a time: submissions wait for it on one thread of their own (Store.create), not
+        # on threads of the shared pool, which novelty and reads need meanwhile (at 100 POSTs/s beside a worker all
+        # six of them sat waiting for the write lock and the API fell behind: bench/bench_assessments.py --profile)
+        self.submissions = None if postgres else ThreadPoolExecutor(1, thread_name_prefix="trisk-sqlite-submissions")
 
     @property
     def dialect(self) -> str:

@@ -35,6 +35,7 @@ _WRITE = "trisk_durable_write"  # execution option: this connection's transactio
 _POSTGRES_SCHEMES = {"postgresql", "postgres", "postgresql+psycopg"}
 # seconds a writer waits for another one: SQLite's busy timeout and PostgreSQL's connect timeout
 _WAIT_SECONDS = 30
+_BUSY_TIMEOUT = f"PRAGMA busy_timeout={_WAIT_SECONDS * 1000}"  # what a connection waits for a lock
 # milliseconds unacknowledged data may wait before the connection is given up (tests/deploy/test_rehearsal.py)
 _TCP_USER_TIMEOUT_MS = 15_000
 # a pooled PostgreSQL connection idle this long is pinged before use; one used more recently is not: a ping on every
@@ -137,7 +138,7 @@ def _sqlite_connect(dbapi_con: Any, _record: Any) -> None:
     # "begin" event below emits BEGIN itself
     dbapi_con.isolation_level = None
     cur = dbapi_con.cursor()
-    cur.execute(f"PRAGMA busy_timeout={_WAIT_SECONDS * 1000}")
+    cur.execute(_BUSY_TIMEOUT)
     # WAL: readers never block the writer; synchronous=FULL: a committed verdict survives a power cut
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=FULL")
@@ -178,7 +179,7 @@ def begin_immediate(raw: Any, wait: float = _WAIT_SECONDS) -> None:
             time.sleep(pause)
             pause = min(2 * pause, BEGIN_MAX_PAUSE_SECONDS)
     finally:
-        raw.execute(f"PRAGMA busy_timeout={_WAIT_SECONDS * 1000}")
+        raw.execute(_BUSY_TIMEOUT)
 
 
 @contextmanager

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from service.core.typology import ErrorSpan, FindingJudgement
+
 __all__ = ["LABELS", "Activation", "Adjudication", "FitRecord", "Label", "Verdict"]
 
 Label = Literal["VALID", "MINOR", "MAJOR"]
@@ -28,6 +30,9 @@ class Verdict(msgspec.Struct):
     created_at: float
     snapshot: dict[str, Any]
     opinion: int = 1
+    # the reviewer's word on each finding the item showed, and the errors she marked that no finding named
+    findings: tuple[FindingJudgement, ...] = ()
+    spans: tuple[ErrorSpan, ...] = ()
 
 
 class Adjudication(msgspec.Struct):

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
+from service.platform.networks import IPNetwork, parse_networks
+
 if TYPE_CHECKING:
     from service.platform.callbacks import CallbackPolicy
 
@@ -534,6 +536,21 @@ class ApiSettings(SettingsGroup):
     key_cache_size: int = setting(
         "TRISK_KEY_CACHE_SIZE", 10_000, "API key records (and unknown key ids) each API process keeps in memory"
     )
+    # X-Forwarded-For/-Proto decide the client address (the failed-authentication limits count by it) and the scheme
+    # (the session cookie's Secure): believed only from a proxy listed here, never from any local process by default
+    trusted_proxies: str = setting(
+        "TRISK_TRUSTED_PROXIES",
+        "",
+        "comma-separated addresses or networks (CIDR) of proxies whose X-Forwarded-For/-Proto `trisk serve` trusts "
+        "(unset = none)",
+    )
+
+    @property
+    def trusted_proxy_networks(self) -> tuple[IPNetwork, ...]:
+        try:
+            return parse_networks(self.trusted_proxies, "TRISK_TRUSTED_PROXIES")
+        except ValueError as exc:
+            raise SettingError(str(exc)) from exc
 
 
 @dataclass(frozen=True)

@@ -224,9 +224,8 @@ def test_two_tenants_never_see_or_change_each_others_data(
         404,
         json={"label": "VALID"},
     )
-    expect_own(
-        "GET", "/v1/review/items/{item_id:str}/verdicts", f"/v1/review/items/{item}/verdicts", lambda r: r.json() == []
-    )
+    # another tenant's item reads as one that never existed (it was 200 [])
+    expect("GET", "/v1/review/items/{item_id:str}/verdicts", f"/v1/review/items/{item}/verdicts", 404)
     expect("POST", "/v1/adjudications", "/v1/adjudications", 404, json={"item_id": item, "reference": "so"})
     expect_own("GET", "/v1/adjudications", "/v1/adjudications", lambda r: r.json() == [])
     expect("GET", "/v1/adjudications/{adjudication_id:str}", f"/v1/adjudications/{adj}", 404)
@@ -502,6 +501,54 @@ def test_keys_cli_create_list_revoke(settings: Settings, capsys: pytest.CaptureF
     assert "revoked" in capsys.readouterr().out
     stored = AccessStore(open_store(settings.durable)).find_key(key_id)
     assert stored is not None and stored.revoked_at is not None and stored.scopes == ["read", "submit"]
+
+
+def test_a_tenant_keeps_a_way_in_a_key_cannot_revoke_itself_nor_the_last_admin_key(
+    app_client: TestClient[Any], settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 31: an admin key revoked itself (200), leaving its tenant without an admin until the operator's CLI. Now
+    409 with the reason for the calling key and for the tenant's last live admin key; the CLI still may."""
+    tenant = f"test-keep-{uuid.uuid4().hex[:8]}"
+    admin = issue_test_key(settings, tenant, ("admin",))
+    admin_id = admin.split("_")[1]
+    me = app_client.delete(f"/v1/keys/{admin_id}", headers=bearer(admin))
+    assert me.status_code == 409 and me.headers["content-type"].startswith("application/problem+json")
+    assert me.json()["reason"] == "self_revocation" and "cannot revoke itself" in me.json()["detail"]
+    second = app_client.post("/v1/keys", json={"name": "b", "scopes": ["admin"]}, headers=bearer(admin)).json()["key"]
+    second_id = second.split("_")[1]
+    # the first admin is the tenant's other live admin: the second may revoke it ...
+    reader = app_client.post("/v1/keys", json={"name": "r", "scopes": ["read"]}, headers=bearer(admin)).json()["key"]
+    assert app_client.delete(f"/v1/keys/{admin_id}", headers=bearer(second)).status_code == 200
+    # ... and the second is now the last admin key: none of the tenant's keys can revoke it through the API
+    third = issue_test_key(settings, tenant, ("admin",))
+    AccessStore(open_store(settings.durable)).revoke_key(third.split("_")[1])  # a revoked admin does not count
+    assert app_client.delete(f"/v1/keys/{second_id}", headers=bearer(second)).status_code == 409
+    assert app_client.delete(f"/v1/keys/{second_id}", headers=bearer(reader)).status_code == 403  # not an admin
+    stored = AccessStore(open_store(settings.durable))
+    last = stored.find_key(second_id)
+    assert last is not None and last.revoked_at is None
+    # the operator's CLI is the way out of the API's rule
+    assert cli(["keys", "revoke", second_id]) == 0
+    capsys.readouterr()
+    last = stored.find_key(second_id)
+    assert last is not None and last.revoked_at is not None
+
+
+def test_the_last_admin_rule_is_the_stores_and_counts_only_live_admin_keys(settings: Settings) -> None:
+    """The rule at the store, where the API asks it (``by``): an expired admin key does not keep the tenant's way in,
+    and a non-admin key is revoked whatever the admins."""
+    from service.platform.errors import Conflict
+
+    tenant = f"test-keep-{uuid.uuid4().hex[:8]}"
+    store = AccessStore(open_store(settings.durable))
+    one = issue_test_key(settings, tenant, ("admin",)).split("_")[1]
+    _, expired = new_key(tenant, "old", ["admin"], expires_at=time.time() + 0.5)
+    store.add_key(expired)
+    reader = issue_test_key(settings, tenant, ("read",)).split("_")[1]
+    time.sleep(0.6)  # the key's life must run out (an expiry is a time that has to pass)
+    with pytest.raises(Conflict, match="last admin key"):
+        store.revoke_key(one, tenant=tenant, by=expired.key_id)
+    assert store.revoke_key(reader, tenant=tenant, by=one).revoked_at is not None
 
 
 def test_local_admin_key_file_is_kept_while_valid(settings: Settings, tmp_path: Any) -> None:

@@ -393,28 +393,60 @@ def test_rate_limit_per_key_and_tenant(sn12_index: NoveltyIndex, settings: Setti
         assert tc.get("/health/live").status_code == 200  # health is never limited
 
 
-def test_failed_authentications_per_address_are_limited(app_client: TestClient[Any], settings: Settings) -> None:
-    """The finding: 1,200 of 1,200 bad keys got 401, none 429, each a database read. Past the limit an address gets
-    429 with Retry-After for every request until the minute ends, its valid keys too (guessing costs the guesser)."""
+def _limit_failures(app_client: TestClient[Any], *, per_address: int, per_key: int) -> None:
     from service.platform.ratelimit import FailureLimiter
 
     resources = app_client.app.state.resources
-    resources.auth_failures = FailureLimiter(
-        resources.redis, per_window=5, prefix=f"trisk:test:{uuid.uuid4().hex}:authfail:"
-    )
+    prefix = f"trisk:test:{uuid.uuid4().hex}:authfail:"
+    resources.auth_failures = FailureLimiter(resources.redis, per_window=per_address, prefix=prefix)
+    resources.key_failures = FailureLimiter(resources.redis, per_window=per_key, prefix=prefix + "key:")
+
+
+def test_failed_authentications_per_address_are_limited_and_valid_keys_still_pass(
+    app_client: TestClient[Any], settings: Settings
+) -> None:
+    """The finding: 1,200 of 1,200 bad keys got 401, none 429, each a database read. Past the address's ceiling its
+    failures get 429 with Retry-After until the minute ends and cost no Redis round trip; issue 31: a valid key from
+    the same address (a reviewer behind the fuzzer's NAT) still passes, where it got 429."""
+    _limit_failures(app_client, per_address=5, per_key=0)
     valid = issue_test_key(settings, scopes=("read",))
-    reads = []
-    resources.keys.store = _Counting(resources.keys.store, reads)
     statuses = [
         app_client.get("/v1/novelty/sn22.76:7", headers=bearer(new_key("x", "guess", ["read"])[0])).status_code
         for _ in range(8)
     ]
     assert statuses == [401] * 5 + [429] * 3
-    assert len(reads) == 6  # the sixth failure still read (and was refused); after it nothing reaches the store
-    refused = app_client.get("/v1/novelty/sn22.76:7", headers=bearer(valid))
+    refused = app_client.get("/v1/novelty/sn22.76:7", headers=bearer(new_key("x", "guess", ["read"])[0]))
     assert refused.status_code == 429 and refused.headers["content-type"].startswith("application/problem+json")
     assert 1 <= int(refused.headers["retry-after"]) <= 60 and refused.json()["limit"] == "auth_failures"
+    assert "TRISK_AUTH_FAILURES_PER_MINUTE" in refused.json()["detail"]
+    assert app_client.get("/v1/novelty/sn22.76:7", headers=bearer(valid)).status_code == 200
     assert app_client.get("/health/live").status_code == 200  # no key, no limit
+
+
+def test_failed_authentications_are_limited_per_presented_key_id(
+    app_client: TestClient[Any], settings: Settings
+) -> None:
+    """Issue 31: a client presenting one key id with a wrong secret (a fuzzer's stale key) is refused after
+    TRISK_AUTH_FAILURES_PER_KEY failures, with no further store read; other keys behind the same address go on, and so
+    does the real key of that id (only failures are refused, so no one locks a key out by knowing its id)."""
+    _limit_failures(app_client, per_address=100, per_key=3)
+    victim = issue_test_key(settings, scopes=("read",))
+    other = issue_test_key(settings, scopes=("read",))
+    key_id = victim.split("_")[1]
+    wrong = f"trisk_{key_id}_{'A' * 43}"
+    reads: list[str] = []
+    resources = app_client.app.state.resources
+    resources.keys.store = _Counting(resources.keys.store, reads)
+    statuses = [app_client.get("/v1/novelty/sn22.76:7", headers=bearer(wrong)).status_code for _ in range(6)]
+    assert statuses == [401] * 3 + [429] * 3
+    refused = app_client.get("/v1/novelty/sn22.76:7", headers=bearer(wrong))
+    assert refused.json()["limit"] == "auth_failures_key" and "TRISK_AUTH_FAILURES_PER_KEY" in refused.json()["detail"]
+    assert len(reads) <= 1  # the id's record is read once and then kept by the key cache
+    assert app_client.get("/v1/novelty/sn22.76:7", headers=bearer(other)).status_code == 200
+    assert app_client.get("/v1/novelty/sn22.76:7", headers=bearer(victim)).status_code == 200
+    # another bad id from the same address has its own count (the address's ceiling, 100, is far away)
+    fresh = new_key("x", "guess", ["read"])[0]
+    assert app_client.get("/v1/novelty/sn22.76:7", headers=bearer(fresh)).status_code == 401
 
 
 class _Counting:

@@ -223,7 +223,7 @@ def cmd_secrets(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from service.app.server import bounded_http_protocol
+    from service.app.server import server_options
     from service.platform.telemetry import configure_logging
 
     settings = get_settings()
@@ -238,7 +238,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log_level="info",
         log_config=None,
         access_log=False,
-        http=bounded_http_protocol(settings.limits.max_header_bytes),
+        **server_options(settings),
     )
     return 0
 

@@ -84,7 +84,12 @@ def test_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings
         ),
         # every test client is "testclient": one test's bad keys must not lock the next out (a test of it sets it)
         api=replace(
-            base.api, rate_per_key=0, rate_per_tenant=0, auth_failures_per_minute=0, operator_tenants=TEST_TENANT
+            base.api,
+            rate_per_key=0,
+            rate_per_tenant=0,
+            auth_failures_per_minute=0,
+            auth_failures_per_key=0,
+            operator_tenants=TEST_TENANT,
         ),
     )
     yield settings

@@ -2,9 +2,9 @@
 and the OpenAPI document cannot disagree), and the rate limits (429) with their headers.
 
 Every route needs a key except ``/health/*`` and the OpenAPI documents (``/schema``). The key decides the tenant:
-handlers get it as the ``tenant`` dependency and never from the request body. A client address with more than
-``TRISK_AUTH_FAILURES_PER_MINUTE`` failed authentications in a minute gets 429 (with Retry-After) for every request
-until the minute ends, a valid key included: guessing costs the guesser, not the key store.
+handlers get it as the ``tenant`` dependency and never from the request body. Failed authentications are counted
+per presented key id (``TRISK_AUTH_FAILURES_PER_KEY``) and per client address (``TRISK_AUTH_FAILURES_PER_MINUTE``,
+higher); past either, failures get 429 (with Retry-After) until the minute ends, while a valid key still passes.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
 from service.app.problems import problem_responses
-from service.platform.auth import ApiKey, Principal, authenticate
+from service.platform.auth import ApiKey, Principal, authenticate, parse_token
 from service.platform.auth import Scope as KeyScope
 from service.platform.errors import Forbidden, MalformedRequest, NotReady, TooManyRequests, Unauthorized
-from service.platform.ratelimit import FailureLimiter, RateLimiter
+from service.platform.ratelimit import RateLimiter
 from service.platform.telemetry import RATE_LIMITED, TENANT
 
 __all__ = [
@@ -142,12 +142,7 @@ async def authenticate_request(connection: ASGIConnection[Any, Any, Any, Any], t
     user = connection.scope.get("user")
     if isinstance(user, Principal):
         return user
-    resources = connection.app.state.resources
     keys = key_cache(connection)
-    failures: FailureLimiter | None = getattr(resources, "auth_failures", None)
-    address = connection.client.host if connection.client else "unknown"
-    if failures is not None and failures.enabled and (wait := failures.blocked(address)):
-        raise _too_many_failures(wait)
     token = token if token is not None else _token(connection)
     try:
         try:
@@ -157,10 +152,32 @@ async def authenticate_request(connection: ASGIConnection[Any, Any, Any, Any], t
         except NotCached:
             principal = await asyncio.to_thread(authenticate, token, keys.find)
     except Unauthorized:
-        if token and failures is not None and failures.enabled and (wait := await failures.record(address)):
-            raise _too_many_failures(wait) from None
+        if token:
+            await _count_failure(connection, token)
         raise
     return await admit(connection, principal)
+
+
+async def _count_failure(connection: ASGIConnection[Any, Any, Any, Any], token: str) -> None:
+    """A failed authentication counts against the key id it presented (``TRISK_AUTH_FAILURES_PER_KEY``) and its
+    client address (``TRISK_AUTH_FAILURES_PER_MINUTE``, a coarser and higher ceiling for random ids); past either the
+    failure is a 429 until its minute ends, and costs no Redis round trip. Only failures are refused: a valid key is
+    checked first and always passes, so one bad client behind an office NAT or a proxy (or one presenting another's
+    key id) locks no one else out. A blocked subject's failures still cost a key lookup: none for an id seen within
+    the key cache's ttl, one indexed read for a new one (the only way to tell a valid key from a guess)."""
+    resources = connection.app.state.resources
+    parsed = parse_token(token)
+    address = connection.client.host if connection.client else "unknown"
+    subjects = (
+        ("key", getattr(resources, "key_failures", None), parsed[0] if parsed else None),
+        ("address", getattr(resources, "auth_failures", None), address),
+    )
+    for kind, limiter, subject in subjects:
+        if limiter is None or not limiter.enabled or subject is None:
+            continue
+        # blocked already: refused without counting (the counter is past its limit for this window anyway)
+        if wait := limiter.blocked(subject) or await limiter.record(subject):
+            raise _too_many_failures(wait, kind) from None
 
 
 async def admit(connection: ASGIConnection[Any, Any, Any, Any], principal: Principal) -> Principal:
@@ -187,12 +204,19 @@ async def admit(connection: ASGIConnection[Any, Any, Any, Any], principal: Princ
     return principal
 
 
-def _too_many_failures(wait: int) -> TooManyRequests:
-    RATE_LIMITED.labels("auth_failures").inc()
+_FAILURE_LIMITS = {
+    "key": ("auth_failures_key", "with this key id", "TRISK_AUTH_FAILURES_PER_KEY"),
+    "address": ("auth_failures", "from this address", "TRISK_AUTH_FAILURES_PER_MINUTE"),
+}
+
+
+def _too_many_failures(wait: int, kind: str) -> TooManyRequests:
+    limit, where, setting = _FAILURE_LIMITS[kind]
+    RATE_LIMITED.labels(limit).inc()
     return TooManyRequests(
-        f"too many failed authentications from this address; retry in {wait} s (TRISK_AUTH_FAILURES_PER_MINUTE)",
+        f"too many failed authentications {where}; retry in {wait} s ({setting})",
         retry_after=wait,
-        extra={"limit": "auth_failures"},
+        extra={"limit": limit},
     )
 
 

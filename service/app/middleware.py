@@ -15,14 +15,25 @@ from typing import Any
 
 from litestar import Request
 from litestar.datastructures import MutableScopeHeaders
+from litestar.enums import RequestEncodingType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.app.auth import RATELIMIT_HEADERS
 from service.app.docs import DOCS_CSP
-from service.platform.errors import InputError
+from service.platform.errors import InputError, UnsupportedMediaType
 from service.platform.telemetry import HTTP_DURATION, HTTP_REQUESTS, log_context
 
-__all__ = ["SECURITY_HEADERS", "RequestContextMiddleware", "add_response_headers", "escaped_nul_at", "refuse_nul"]
+__all__ = [
+    "BODY_MEDIA_TYPE",
+    "JSON_BODY",
+    "NDJSON_BODY",
+    "SECURITY_HEADERS",
+    "RequestContextMiddleware",
+    "add_response_headers",
+    "body_media_type",
+    "escaped_nul_at",
+    "refuse_nul",
+]
 
 access_log = logging.getLogger("trisk.access")
 # an API that serves JSON to programs: no sniffing, no framing, no referrers, no caching of tenant data
@@ -83,11 +94,52 @@ def escaped_nul_at(body: bytes) -> int:
     return -1
 
 
+JSON_BODY = "application/json"
+NDJSON_BODY = "application/x-ndjson"
+# a route that reads its body itself names its media type in its handler's opt (a keyword of the route decorator)
+BODY_MEDIA_TYPE = "body_media_type"
+
+
+def body_media_type(handler: Any) -> str | None:
+    """The media type a route's body must have: the one its handler names (``body_media_type=``), else JSON for a
+    handler whose ``data`` is decoded as JSON; None for a route without a body, or one taking a form (the
+    workbench's, whose forms carry the session's CSRF token)."""
+    named = getattr(handler, "opt", {}).get(BODY_MEDIA_TYPE)
+    if named is not None:
+        return str(named)
+    signature = getattr(handler, "parsed_fn_signature", None)
+    data = signature.parameters.get("data") if signature is not None else None
+    if data is None:
+        return None
+    media = getattr(data.kwarg_definition, "media_type", RequestEncodingType.JSON)
+    return JSON_BODY if media == RequestEncodingType.JSON else None
+
+
+def _refuse_other_media_types(request: Request[Any, Any, Any], body: bytes) -> None:
+    """A body in another media type than the route takes is a 415: parsed whatever its Content-Type, a cross-site
+    form (``text/plain``, ``application/x-www-form-urlencoded``, ``multipart/form-data``: what a page elsewhere may
+    post without asking) could carry JSON to a cookie-authenticated route. An empty body is left to the route's own
+    validation (a missing body is a 400 there)."""
+    wanted = body_media_type(request.scope.get("route_handler"))
+    if wanted is None or not body:
+        return
+    given = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if given != wanted:
+        raise UnsupportedMediaType(
+            f"this route takes a body of Content-Type {wanted}, not {given or 'none'}",
+            extra={"expected": wanted},
+        )
+
+
 async def refuse_nul(request: Request[Any, Any, Any]) -> None:
-    """The ``before_request`` hook: no text of any request may hold U+0000. PostgreSQL refuses it in a text column
-    (a 500 at the write, after the request was accepted) and no language writes it; refused here, for every route,
-    before anything is stored (422)."""
-    if request.method in ("POST", "PUT", "PATCH") and (at := escaped_nul_at(await request.body())) >= 0:
+    """The ``before_request`` hook: a body of the route's media type (415 otherwise), and no text of any request may
+    hold U+0000. PostgreSQL refuses it in a text column (a 500 at the write, after the request was accepted) and no
+    language writes it; refused here, for every route, before anything is stored (422)."""
+    if request.method not in ("POST", "PUT", "PATCH"):
+        return
+    body = await request.body()
+    _refuse_other_media_types(request, body)
+    if (at := escaped_nul_at(body)) >= 0:
         raise InputError(
             f"the request holds an escaped NUL (\\u0000) at byte {at}; texts must not contain U+0000",
             extra={"offset": at},

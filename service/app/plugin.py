@@ -165,6 +165,10 @@ class TriskPlugin(InitPluginProtocol):
             resources.auth_failures = FailureLimiter(
                 resources.redis, per_window=self.settings.api.auth_failures_per_minute
             )
+        if resources.key_failures is None and resources.redis is not None:
+            resources.key_failures = FailureLimiter(
+                resources.redis, per_window=self.settings.api.auth_failures_per_key, prefix="trisk:rl:authfail:key:"
+            )
         app.state.resources = resources
         # what the process loaded so far (modules, the app, indexes, models) lives as long as it does: out of the
         # collector's sight, a full collection no longer walks it. It walked over 200,000 objects (0.5-0.7 s on

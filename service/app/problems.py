@@ -47,8 +47,12 @@ PROBLEM_STATUSES: dict[int, str] = {
     401: "no API key, or one that is unknown, revoked or expired",
     403: "the API key lacks the scope this route needs",
     404: "no such object for this tenant (another tenant's id answers the same)",
-    409: "a conflict: an Idempotency-Key reused with another body, a lease of another reviewer",
+    409: (
+        "a conflict: an Idempotency-Key reused with another body, a lease of another reviewer, a key revoking itself "
+        "or its tenant's last admin key"
+    ),
     413: "the body or a text is over its documented limit",
+    415: "a body in another media type than the route takes (application/json; application/x-ndjson for NDJSON)",
     422: "the request is well-formed but cannot be done: empty or over-long texts, unknown languages or checks",
     429: "a rate limit was reached; Retry-After says when to try again",
     503: "a dependency (Redis, the durable store, the index) is not available; retry later",

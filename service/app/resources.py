@@ -39,7 +39,8 @@ class Resources:
     access: AccessStore | None = None  # API keys and callback secrets (on the durable store)
     keys: KeyCache | None = None
     rate_limiter: RateLimiter | None = None
-    auth_failures: FailureLimiter | None = None
+    auth_failures: FailureLimiter | None = None  # failed authentications per client address (the ceiling)
+    key_failures: FailureLimiter | None = None  # ... per presented key id
     catalog: ModelCatalog | None = None
     started_at: float = field(default_factory=time.time)
     load_seconds: float = 0.0

@@ -1,6 +1,6 @@
 """The HTTP server's own bound on a request head (request line and headers): uvicorn's httptools protocol buffers a
 head of any size (a 10 MB header was accepted). Past ``TRISK_MAX_HEADER_BYTES`` the connection gets a 431
-problem+json and is closed, before the rest is read."""
+problem+json and is closed, before the rest is read; a head the parser refuses gets a 400 problem+json."""
 
 from __future__ import annotations
 
@@ -9,27 +9,34 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-__all__ = ["bounded_http_protocol", "head_too_large"]
+from service.platform.settings import Settings
+
+__all__ = ["bounded_http_protocol", "head_malformed", "head_too_large", "server_options"]
 
 
-def head_too_large(limit: int) -> bytes:
-    """The whole answer to an over-long head: 431, problem+json, connection closed."""
-    body = json.dumps(
-        {
-            "type": "about:blank",
-            "title": "Request header fields too large",
-            "status": 431,
-            "detail": f"the request line and headers are over {limit} bytes (TRISK_MAX_HEADER_BYTES)",
-            "limit": limit,
-        }
-    ).encode()
+def _closing_problem(status: int, reason: str, detail: str, **extra: Any) -> bytes:
+    """A whole answer the server writes itself, before the app sees a request: problem+json, connection closed."""
+    body = json.dumps({"type": "about:blank", "title": reason, "status": status, "detail": detail, **extra}).encode()
     head = (
-        "HTTP/1.1 431 Request Header Fields Too Large\r\n"
+        f"HTTP/1.1 {status} {reason}\r\n"
         "content-type: application/problem+json\r\n"
         f"content-length: {len(body)}\r\n"
         "connection: close\r\n\r\n"
     )
     return head.encode() + body
+
+
+def head_too_large(limit: int) -> bytes:
+    """The whole answer to an over-long head: 431, problem+json, connection closed."""
+    detail = f"the request line and headers are over {limit} bytes (TRISK_MAX_HEADER_BYTES)"
+    return _closing_problem(431, "Request Header Fields Too Large", detail, limit=limit)
+
+
+def head_malformed(reason: str) -> bytes:
+    """The answer to a head the HTTP parser refuses (a control byte such as ESC or DEL in a header, a bad request
+    line): 400 problem+json like every other error of the API, not uvicorn's plain text."""
+    # the parser's own words are ASCII and name no part of the request, so they are safe to repeat
+    return _closing_problem(400, "Bad Request", f"the request head is malformed: {reason}")
 
 
 def bounded_http_protocol(max_head_bytes: int) -> type[HttpToolsProtocol]:
@@ -61,4 +68,23 @@ def bounded_http_protocol(max_head_bytes: int) -> type[HttpToolsProtocol]:
                     return
             super().data_received(data)
 
+        def send_400_response(self, msg: str) -> None:
+            self.transport.write(head_malformed(msg))
+            self.transport.close()
+
     return BoundedHttpToolsProtocol
+
+
+def server_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn's options that decide what a request is: the bounded protocol, and forwarded headers believed only
+    from ``TRISK_TRUSTED_PROXIES``. uvicorn's default trusts X-Forwarded-For/-Proto from 127.0.0.1, so any process
+    on the host (a sidecar, a local proxy) could pick the client address the failed-authentication limits count by,
+    and claim https; with no proxies listed the headers are ignored and the peer is the client."""
+    trusted = settings.api.trusted_proxy_networks
+    return {
+        "http": bounded_http_protocol(settings.limits.max_header_bytes),
+        "proxy_headers": bool(trusted),
+        # uvicorn reads "a.b.c.d/n" as a network and anything it cannot parse as a literal it never matches: the
+        # networks go in as parsed (normalised) here, so a typo stops the process instead
+        "forwarded_allow_ips": [str(net) for net in trusted] if trusted else [],
+    }

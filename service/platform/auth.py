@@ -146,11 +146,16 @@ def authenticate(token: str | None, find: object, *, now: float | None = None) -
     return principal_of_key(key if ok else None, now=now)
 
 
+def is_live(key: ApiKey, *, now: float | None = None) -> bool:
+    """Whether the key still authenticates: neither revoked nor expired."""
+    at = time.time() if now is None else now
+    return key.revoked_at is None and (key.expires_at is None or key.expires_at > at)
+
+
 def principal_of_key(key: ApiKey | None, *, now: float | None = None) -> Principal:
     """The caller a key record stands for, once its secret has been checked (here, or at a workbench sign-in whose
     session names the key): 401 for no record, a revoked or an expired one, in the wording of ``authenticate``."""
-    at = time.time() if now is None else now
-    if key is None or key.revoked_at is not None or (key.expires_at is not None and key.expires_at <= at):
+    if key is None or not is_live(key, now=now):
         raise Unauthorized("the API key is not valid (unknown, revoked or expired)")
     scopes: set[Scope] = set()
     for s in key.scopes:

@@ -35,6 +35,7 @@ import httpx
 
 from service.platform.bounded_http import BoundedResponse, apost
 from service.platform.errors import InputError, Unavailable
+from service.platform.networks import IPNetwork, parse_networks
 
 __all__ = [
     "ANSWER_BYTES",
@@ -53,7 +54,6 @@ SIGNATURE_HEADER = "Trisk-Signature"
 # of the receiver's answer only the status is used; a few KiB say enough about a failure
 ANSWER_BYTES = 4096
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 # not covered by the ipaddress module's is_private on every Python version
 _SHARED = ipaddress.ip_network("100.64.0.0/10")
 
@@ -70,11 +70,8 @@ class CallbackPolicy:
 
     @classmethod
     def from_settings(cls, allow_http: bool, allow_networks: str, timeout_seconds: float) -> CallbackPolicy:
-        nets: list[IPNetwork] = []
-        for raw in allow_networks.split(","):
-            if raw.strip():
-                nets.append(ipaddress.ip_network(raw.strip(), strict=False))
-        return cls(allow_http=allow_http, allow_networks=tuple(nets), timeout_seconds=timeout_seconds)
+        nets = parse_networks(allow_networks, "TRISK_CALLBACK_ALLOW_NETWORKS")
+        return cls(allow_http=allow_http, allow_networks=nets, timeout_seconds=timeout_seconds)
 
 
 def _unmapped(ip: IPAddress) -> IPAddress:
@@ -142,7 +139,20 @@ def check_url(url: str, policy: CallbackPolicy) -> tuple[str, str, int]:
     literal = _literal(parts.hostname)
     if literal is not None:
         check_address(literal, policy)
+    else:
+        _encodable(parts.hostname)
     return parts.scheme, parts.hostname, port
+
+
+def _encodable(host: str) -> None:
+    """Refuse a name the resolver cannot be asked about: ``getaddrinfo`` encodes it with the same IDNA codec and
+    raises UnicodeError (a 500 before this check) for an empty label (``a..b``), a label over 63 octets, or a
+    non-ASCII label whose punycode is over-long."""
+    try:
+        host.encode("idna")
+    except UnicodeError as exc:
+        reason = exc.__cause__ or exc  # the codec wraps the reason ("label empty or too long")
+        raise CallbackRefused(f"callback_url's host cannot be encoded as a DNS name: {reason}") from exc
 
 
 async def _resolve(host: str, port: int) -> list[IPAddress]:

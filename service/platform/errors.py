@@ -4,6 +4,7 @@ TriskError
  +-- InputError                 bad request content (422 unless a subclass says otherwise)
  |    +-- MalformedRequest      the request's form is wrong where the framework does not see it (400)
  |    +-- PayloadTooLarge       text or body over a documented limit (413)
+ |    +-- UnsupportedMediaType  a body in another media type than the route takes (415)
  |    +-- UnknownLanguage       a language no normaliser or index knows (422)
  +-- Unauthorized               no API key, or one that is unknown, revoked or expired (401)
  +-- Forbidden                  a valid key without the scope the route needs (403)
@@ -36,6 +37,7 @@ __all__ = [
     "Unauthorized",
     "Unavailable",
     "UnknownLanguage",
+    "UnsupportedMediaType",
     "UpstreamBadResponse",
     "UpstreamError",
     "UpstreamRateLimited",
@@ -71,6 +73,11 @@ class MalformedRequest(InputError):
 class PayloadTooLarge(InputError):
     status_code = 413
     title = "Payload too large"
+
+
+class UnsupportedMediaType(InputError):
+    status_code = 415
+    title = "Unsupported media type"
 
 
 class UnknownLanguage(InputError):

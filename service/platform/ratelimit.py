@@ -103,7 +103,7 @@ class RateLimiter:
         return Decision(bool(allowed), int(reset), limited_by, headers)
 
 
-# KEYS: the address's failure counter. ARGV: window seconds. Returns {failures in this window, seconds to its end}.
+# KEYS: the subject's failure counter. ARGV: window seconds. Returns {failures in this window, seconds to its end}.
 _FAIL = """
 local t = redis.call('TIME')
 local now = tonumber(t[1])
@@ -117,11 +117,12 @@ return {n, start + window - now}
 
 
 class FailureLimiter:
-    """Failed authentications per client address, in fixed windows on the Redis clock (shared by every replica).
+    """Failed authentications per subject (a client address, or a presented key id: one instance each), in fixed
+    windows on the Redis clock (shared by every replica).
 
-    ``record`` counts one failure and says whether the address is now over ``per_window``; an address over it is
-    also remembered in this process until its window ends (``blocked``), so its further requests cost neither a
-    database read nor a Redis round trip. At most ``max_blocked`` addresses are remembered (the oldest go first)."""
+    ``record`` counts one failure and says whether the subject is now over ``per_window``; a subject over it is
+    also remembered in this process until its window ends (``blocked``), so its further failures cost no Redis round
+    trip. At most ``max_blocked`` subjects are remembered (the oldest go first)."""
 
     def __init__(
         self,
@@ -138,37 +139,37 @@ class FailureLimiter:
         self.window = window_seconds
         self.max_blocked = max_blocked
         self._fail = redis.register_script(_FAIL)
-        self._blocked: OrderedDict[str, float] = OrderedDict()  # address -> monotonic time its block ends
+        self._blocked: OrderedDict[str, float] = OrderedDict()  # subject -> monotonic time its block ends
 
     @property
     def enabled(self) -> bool:
         return self.per_window > 0
 
-    def blocked(self, address: str) -> int:
-        """Seconds the address stays refused (0 = not refused)."""
-        until = self._blocked.get(address)
+    def blocked(self, subject: str) -> int:
+        """Seconds the subject's failures stay refused (0 = not refused)."""
+        until = self._blocked.get(subject)
         if until is None:
             return 0
         left = until - time.monotonic()
         if left <= 0:
-            del self._blocked[address]
+            del self._blocked[subject]
             return 0
         return max(1, math.ceil(left))
 
-    async def record(self, address: str) -> int:
-        """Count a failure of ``address``; the seconds it is refused from now on (0 = still within its limit). A Redis
+    async def record(self, subject: str) -> int:
+        """Count a failure of ``subject``; the seconds it is refused from now on (0 = still within its limit). A Redis
         that refuses writes (full) leaves the failure uncounted, said in the log: the answer stays the 401 it is.
         Unlike the request limits, these counters are not written past a full Redis, since their keys are as many as
-        the addresses a client can send from."""
+        the addresses or key ids a client can send."""
         try:
-            n, reset = await self._fail(keys=[self.prefix + address], args=[self.window])
+            n, reset = await self._fail(keys=[self.prefix + subject], args=[self.window])
         except REDIS_REFUSING as exc:
-            logger.warning("failed authentication from %s not counted: %s", address, redis_unavailable(exc).detail)
+            logger.warning("failed authentication of %s not counted: %s", subject, redis_unavailable(exc).detail)
             return 0
         if int(n) <= self.per_window:
             return 0
-        self._blocked[address] = time.monotonic() + int(reset)
-        self._blocked.move_to_end(address)
+        self._blocked[subject] = time.monotonic() + int(reset)
+        self._blocked.move_to_end(subject)
         while len(self._blocked) > self.max_blocked:
             self._blocked.popitem(last=False)
         return max(1, int(reset))

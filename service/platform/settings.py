@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
+from service.platform.networks import IPNetwork, parse_networks
+
 if TYPE_CHECKING:
     from service.platform.callbacks import CallbackPolicy
 
@@ -526,14 +528,36 @@ class ApiSettings(SettingsGroup):
         "mark the workbench's session cookie Secure on plain-http requests too (behind a TLS proxy); over https it is",
     )
     # unauthenticated traffic must cost a bounded amount of memory and few database reads (service/app/auth.py)
+    # per presented key id, so a bad client behind a shared address (an office NAT, a proxy) locks no one else out;
+    # per address only as a coarse ceiling against random ids. Only failures are refused: a valid key always passes
+    auth_failures_per_key: int = setting(
+        "TRISK_AUTH_FAILURES_PER_KEY",
+        20,
+        "failed authentications presenting one key id per minute before its failures get 429 (0 = no limit)",
+    )
     auth_failures_per_minute: int = setting(
         "TRISK_AUTH_FAILURES_PER_MINUTE",
-        30,
-        "failed authentications one client address may make per minute before it gets 429 (0 = no limit)",
+        300,
+        "failed authentications one client address may make per minute before its failures get 429 (0 = no limit)",
     )
     key_cache_size: int = setting(
         "TRISK_KEY_CACHE_SIZE", 10_000, "API key records (and unknown key ids) each API process keeps in memory"
     )
+    # X-Forwarded-For/-Proto decide the client address (the failed-authentication limits count by it) and the scheme
+    # (the session cookie's Secure): believed only from a proxy listed here, never from any local process by default
+    trusted_proxies: str = setting(
+        "TRISK_TRUSTED_PROXIES",
+        "",
+        "comma-separated addresses or networks (CIDR) of proxies whose X-Forwarded-For/-Proto `trisk serve` trusts "
+        "(unset = none)",
+    )
+
+    @property
+    def trusted_proxy_networks(self) -> tuple[IPNetwork, ...]:
+        try:
+            return parse_networks(self.trusted_proxies, "TRISK_TRUSTED_PROXIES")
+        except ValueError as exc:
+            raise SettingError(str(exc)) from exc
 
 
 @dataclass(frozen=True)

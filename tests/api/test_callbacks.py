@@ -145,6 +145,28 @@ def test_submission_resolves_the_callback_host_and_refuses_internal_ones(
     assert batch.status_code == 422 and batch.json()["field"] == "items[1].callback_url"
 
 
+UNENCODABLE = ["https://a..b/cb", f"https://{'a' * 64}.example/cb", f"https://{'é' * 70}.example/cb"]
+
+
+@pytest.mark.parametrize("url", UNENCODABLE, ids=["empty-label", "64-char-label", "long-non-ascii-label"])
+def test_a_host_that_cannot_be_encoded_is_refused_with_the_reason(
+    strict_client: tuple[Any, Settings], url: str
+) -> None:
+    """The finding: these answered 500 (getaddrinfo's IDNA codec raised UnicodeError). Now a 422 naming the field and
+    the reason, on every route that takes callback URLs, before any lookup."""
+    client, _ = strict_client
+    with pytest.raises(CallbackRefused, match="cannot be encoded as a DNS name: label empty or too long"):
+        check_url(url, STRICT)
+    single = client.post("/v1/assessments", json={**BODY, "callback_url": url})
+    batch = client.post("/v1/batches", json={"items": [BODY, {**BODY, "callback_url": url}]})
+    lines = "\n".join(json.dumps(item) for item in (BODY, {**BODY, "callback_url": url}))
+    ndjson = client.post("/v1/batches/ndjson", content=lines.encode(), headers={"content-type": "application/x-ndjson"})
+    for r, field in ((single, "callback_url"), (batch, "items[1].callback_url"), (ndjson, "items[1].callback_url")):
+        assert r.status_code == 422, r.text
+        assert r.headers["content-type"].startswith("application/problem+json")
+        assert r.json()["field"] == field and "cannot be encoded as a DNS name" in r.json()["detail"]
+
+
 @pytest.mark.parametrize("host", ["2130706433", "0x7f000001", "127.1", "0x7f.1"])
 def test_numeric_shorthand_hosts_are_addresses(host: str) -> None:
     with pytest.raises(CallbackRefused, match="loopback"):

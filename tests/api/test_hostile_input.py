@@ -154,3 +154,67 @@ def test_trisk_serve_runs_the_bounded_protocol(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: seen.update(kw))
     main(["serve", "--port", "1"])
     assert seen["http"].__name__ == "BoundedHttpToolsProtocol"
+
+
+@pytest.mark.parametrize("byte", [b"\x1b", b"\x7f"], ids=["ESC", "DEL"])
+def test_a_control_byte_in_a_header_is_a_400_problem_from_the_server(byte: bytes) -> None:
+    """Issue 31: an ESC or DEL byte in a header got uvicorn's plain-text 400; the server answers problem+json too."""
+    from service.app.server import bounded_http_protocol
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    server, port = _serve(app, bounded_http_protocol(65_536))
+    try:
+        answer = _exchange(port, b"GET / HTTP/1.1\r\nhost: x\r\nx-bad: a" + byte + b"b\r\n\r\n")
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400 "), answer[:200]
+        assert b"content-type: application/problem+json" in head.lower()
+        import json
+
+        problem = json.loads(body)
+        assert problem["status"] == 400 and problem["detail"].startswith("the request head is malformed")
+    finally:
+        server.should_exit = True
+
+
+BODY_ROUTES = [
+    ("/v1/assessments", {"source": {"text": "evaṃ me sutaṃ", "lang": "pli"}, "candidates": [{"id": "a", "text": "t"}]}),
+    ("/v1/batches", {"items": []}),
+    ("/v1/novelty", {"text": "evaṃ me sutaṃ", "lang": "pli"}),
+    ("/v1/personas", PERSONA),
+    ("/v1/keys", {"name": "k", "scopes": ["read"]}),
+    ("/v1/review/claims", {"n": 1}),
+]
+OTHER_TYPES = ["text/plain", "application/xml", "application/x-www-form-urlencoded", "multipart/form-data; boundary=b"]
+
+
+@pytest.mark.parametrize(("path", "body"), BODY_ROUTES, ids=[p for p, _ in BODY_ROUTES])
+@pytest.mark.parametrize("media", OTHER_TYPES, ids=["text", "xml", "form", "multipart"])
+def test_a_json_route_takes_only_application_json(client: Any, path: str, body: dict[str, Any], media: str) -> None:
+    """Issue 31: JSON sent as text/plain (what a cross-site form may post without asking), XML, a form or multipart
+    was parsed as JSON. Now 415 problem+json naming the media type the route takes; nothing is written."""
+    import json
+
+    raw = json.dumps(body).encode()
+    r = client.post(path, content=raw, headers={"content-type": media})
+    assert r.status_code == 415, (path, media, r.status_code, r.text[:300])
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert r.json()["expected"] == "application/json" and "application/json" in r.json()["detail"]
+    assert client.post(path, content=raw).status_code == 415  # no Content-Type at all
+    ok = client.post(path, content=raw, headers={"content-type": "application/json; charset=utf-8"})
+    assert ok.status_code != 415, ok.text
+
+
+def test_the_ndjson_route_takes_only_ndjson(client: Any) -> None:
+    import json
+
+    line = json.dumps(BODY_ROUTES[0][1]).encode()
+    for media in ("application/json", "text/plain"):
+        r = client.post("/v1/batches/ndjson", content=line, headers={"content-type": media})
+        assert r.status_code == 415 and r.json()["expected"] == "application/x-ndjson", r.text
+    assert (
+        client.post("/v1/batches/ndjson", content=line, headers={"content-type": "application/x-ndjson"}).status_code
+        == 202
+    )

@@ -127,6 +127,15 @@ def test_bad_input_is_4xx(api: Any, tenant: str, path: str, payload: dict[str, A
     assert r.headers["content-type"].startswith("application/problem+json")
 
 
+def test_the_verdicts_of_an_unknown_item_are_404(api: Any, tenant: str) -> None:
+    """Issue 31: an item that never existed answered 200 [] (another tenant's likewise: tests/api/test_access.py)."""
+    st = seed(tenant, CANDS)
+    r = api.get("/v1/review/items/nosuchitem-000000000000/verdicts")
+    assert r.status_code == 404, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert api.get(f"/v1/review/items/{iid(st, 'a')}/verdicts").json() == []  # a known item without verdicts
+
+
 @pytest.mark.parametrize("offset", [-1, MAX_OFFSET + 1, 2**70], ids=["negative", "past-max", "beyond-int64"])
 def test_a_listing_offset_out_of_range_is_400(api: Any, tenant: str, offset: int) -> None:
     # 2**70 was a 500 (the database driver cannot hold it); the deepest served page is MAX_OFFSET

@@ -14,6 +14,7 @@ from service.app.assessments.services import accept_batch
 from service.app.auth import access
 from service.app.batches.services import batch_progress
 from service.app.deps import JobQueue
+from service.app.middleware import NDJSON_BODY
 from service.core.records import AssessmentRequest
 from service.platform.errors import InputError
 from service.platform.settings import Settings
@@ -63,6 +64,7 @@ class BatchController(Controller):
         **access("submit"),
         summary="Assess many passages uploaded as NDJSON (one assessment request per line)",
         status_code=202,
+        body_media_type=NDJSON_BODY,  # service.app.middleware: another Content-Type is a 415
     )
     async def create_ndjson(
         self, request: Request[Any, Any, Any], settings: Settings, store: Store, jobs: JobQueue, tenant: str

@@ -2,7 +2,8 @@
 
 Ready (``/health/ready``, the API pods' readiness probe) means this pod can serve: the novelty index loaded, Redis
 reachable, not evicting and below MEMORY_READY_FRACTION of its maxmemory (a full Redis refuses submissions), the
-durable store answering. Whether any worker is alive is *not* part of it but of
+durable store answering and taking writes (no write refused within STORE_REFUSAL_SECONDS: a full disk answers the
+ping and every submission with 503). Whether any worker is alive is *not* part of it but of
 ``/health/workers`` (503 without a live worker), for alerting: readiness decides whether a pod gets traffic, and no
 API pod is the cure for a missing worker. With workers in readiness, a worker rollout (``Recreate``: no worker for
 its drain and start) or a crashed worker Deployment would take every API pod out of the Service, and with it novelty,
@@ -79,7 +80,7 @@ class HealthController(Controller):
         "/ready",
         operation_id="healthReady",
         summary="Ready to serve: novelty index loaded, Redis reachable, not evicting and below 90% of its maxmemory, "
-        "the durable store answering",
+        "the durable store answering and taking writes",
         responses=_not_ready(Ready, "not ready: the checks say which part is missing"),
     )
     async def ready(self, request: Request[Any, Any, Any]) -> Response[Ready]:

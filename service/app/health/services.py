@@ -19,6 +19,7 @@ from service.state.worker_registry import WorkerRecord, live_workers
 __all__ = [
     "MEMORY_READY_FRACTION",
     "SAFE_POLICY",
+    "STORE_REFUSAL_SECONDS",
     "Check",
     "WorkerSummary",
     "WorkersReport",
@@ -38,6 +39,10 @@ CHECK_TIMEOUT_SECONDS = 1.0
 # a pod is not ready once Redis uses more than this share of its maxmemory (noeviction refuses writes at 100%)
 MEMORY_READY_FRACTION = 0.9
 STORE_TIMEOUT_SECONDS = 2.0
+# a pod is not ready this long after the durable store refused a write (full disk, read-only): long enough for the
+# readiness probe (every 5-10 s) to see it; while out of the Service the pod writes nothing, so it comes back after
+# this and goes out again on its next refused write, until the store takes writes
+STORE_REFUSAL_SECONDS = 30.0
 
 
 class Check(msgspec.Struct, forbid_unknown_fields=True):
@@ -121,7 +126,8 @@ async def redis_memory_check(resources: Resources) -> Check:
 
 async def store_check(resources: Resources) -> Check:
     """One round trip to the durable store (verdicts, keys): a pod that cannot reach it would answer every key with
-    503, so it is not ready."""
+    503, so it is not ready; nor is one whose store refused a write within ``STORE_REFUSAL_SECONDS`` (a full disk
+    answers reads and the ping, and every submission with 503)."""
     if resources.db is None:
         return Check(ok=False, detail="the durable store is not open")
     where = describe(resources.db.engine.url)
@@ -132,6 +138,9 @@ async def store_check(resources: Resources) -> Check:
         return Check(ok=False, detail=f"{where}: no answer within {STORE_TIMEOUT_SECONDS:g} s")
     except Exception as exc:  # the driver's message can quote the connection string: only the type is shown
         return Check(ok=False, detail=f"{where} unreachable: {type(exc).__name__}")
+    refused = resources.db.write_refused
+    if refused is not None and (ago := time.monotonic() - refused[0]) < STORE_REFUSAL_SECONDS:
+        return Check(ok=False, detail=f"{where} refused a write {ago:.0f} s ago: {scrub(refused[1])}")
     return Check(ok=True, detail=where)
 
 

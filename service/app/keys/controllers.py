@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
-from litestar import Controller, Response, delete, get, post
+from litestar import Controller, Request, Response, delete, get, post
 
-from service.app.auth import access
+from service.app.auth import access, principal_of
 from service.app.keys.schemas import CallbackSecretOut, KeyCreated, KeyOut, KeyRequest, key_out
 from service.app.resources import Resources
 from service.platform.auth import new_key
@@ -43,10 +44,15 @@ class KeyController(Controller):
         operation_id="revokeKey",
         **access("admin"),
         summary="Revoke one of this tenant's keys (it stops working within seconds)",
+        description=(
+            "409 for the calling key itself, and for the tenant's last live admin key: the tenant keeps a way in "
+            "(the operator's `trisk keys revoke` may revoke either)."
+        ),
         status_code=200,
     )
-    async def revoke(self, key_id: str, resources: Resources, tenant: str) -> KeyOut:
-        key = await asyncio.to_thread(_access(resources).revoke_key, key_id, tenant=tenant)
+    async def revoke(self, request: Request[Any, Any, Any], key_id: str, resources: Resources, tenant: str) -> KeyOut:
+        by = principal_of(request).key_id  # the tenant keeps a way in: not itself, not the last admin key (409)
+        key = await asyncio.to_thread(_access(resources).revoke_key, key_id, tenant=tenant, by=by)
         if resources.keys is not None:
             resources.keys.forget(key_id)
         return key_out(key)

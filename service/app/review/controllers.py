@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, Literal
 
 from litestar import Controller, Request, Response, delete, get, post
@@ -152,9 +151,10 @@ class ReviewController(Controller):
         **access("review"),
         summary="Every verdict on an item, oldest first",
     )
-    async def verdicts(self, item_id: str, db: DurableStore, tenant: str) -> list[VerdictOut]:
-        rows = await asyncio.to_thread(db.verdicts, tenant, item_id)
-        return [services.verdict_out(v) for v in rows]
+    async def verdicts(
+        self, item_id: str, review_queue: ReviewQueue, db: DurableStore, tenant: str
+    ) -> list[VerdictOut]:
+        return await services.item_verdicts(review_queue, db, tenant, item_id)
 
 
 class AdjudicationController(Controller):

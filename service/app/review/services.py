@@ -228,6 +228,16 @@ async def record_verdict(
     return verdict_out(v), replayed
 
 
+async def item_verdicts(queue: ReviewQueue, db: DurableStore, tenant: str, item_id: str) -> list[VerdictOut]:
+    """Every verdict on the tenant's item, oldest first; 404 (as for the item itself) when the tenant has neither the
+    item nor a verdict on it: another tenant's item and one that never existed read alike, not as an empty list.
+    Verdicts outlive their item (deleted with its assessment), so an item with verdicts still lists them."""
+    rows = await asyncio.to_thread(db.verdicts, tenant, item_id)
+    if not rows:
+        await queue.item_state(tenant, item_id)  # NotFound when the tenant has no such item
+    return [verdict_out(v) for v in rows]
+
+
 async def item_detail(queue: ReviewQueue, store: Store, db: DurableStore, tenant: str, item_id: str) -> ReviewItemOut:
     item, status, count, lease = await queue.item_state(tenant, item_id)
     verdicts = [verdict_out(v) for v in await asyncio.to_thread(db.verdicts, tenant, item_id)]

@@ -17,9 +17,10 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from service.platform.auth import ApiKey, Scope, authenticate, new_key
-from service.platform.errors import NotFound, Unauthorized
+from service.platform.auth import ApiKey, Scope, authenticate, is_live, new_key
+from service.platform.errors import Conflict, NotFound, Unauthorized
 from service.platform.sealing import Sealer
+from service.state.durable.engine import lock
 from service.state.durable.schema import api_key_last_used, api_key_revocations, api_keys, callback_secrets
 from service.state.durable.store import DuplicateRecord, DurableStore
 
@@ -98,16 +99,35 @@ class AccessStore:
         with self.store._read() as con:
             return [_key_of(r) for r in con.execute(query).all()]
 
-    def revoke_key(self, key_id: str, *, tenant: str | None = None) -> ApiKey:
+    def revoke_key(self, key_id: str, *, tenant: str | None = None, by: str | None = None) -> ApiKey:
         """Revoke a key (of ``tenant``: another tenant's key is NotFound, as a key that never existed); revoking a
-        revoked key changes nothing."""
+        revoked key changes nothing. ``by``: the key asking, through the API, where a tenant must keep a way in: a
+        key cannot revoke itself, and the tenant's last live admin key cannot be revoked (Conflict, 409). The
+        operator's CLI passes no ``by`` and may do both."""
         key = self.find_key(key_id)
         if key is None or (tenant is not None and key.tenant != tenant):
             raise NotFound(f"no API key {key_id!r}")
         if key.revoked_at is not None:
             return key
+        if by is not None and by == key_id:
+            raise Conflict(
+                "a key cannot revoke itself: revoke it with another admin key of the tenant, or ask the operator "
+                "(trisk keys revoke)",
+                extra={"reason": "self_revocation"},
+            )
         try:
             with self.store._insert() as con:
+                if by is not None and "admin" in key.scopes:
+                    # counted under the tenant's key lock: two admins revoking each other at once cannot both pass
+                    lock(con, f"keys:{key.tenant}")
+                    rows = con.execute(self._keys_query().where(api_keys.c.tenant == key.tenant)).all()
+                    admins = [k for k in map(_key_of, rows) if "admin" in k.scopes and is_live(k)]
+                    if not any(k.key_id != key_id for k in admins):
+                        raise Conflict(
+                            f"key {key_id!r} is the tenant's last admin key: create another admin key first, or ask "
+                            "the operator (trisk keys revoke)",
+                            extra={"reason": "last_admin_key"},
+                        )
                 con.execute(
                     api_key_revocations.insert().values(key_id=key_id, tenant=key.tenant, revoked_at=time.time())
                 )

@@ -8,7 +8,7 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -213,6 +213,37 @@ def is_duplicate_key(exc: IntegrityError) -> bool:
     if getattr(orig, "sqlstate", None) == "23505":  # PostgreSQL unique_violation
         return True
     return getattr(orig, "sqlite_errorname", None) in ("SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_CONSTRAINT_UNIQUE")
+
+
+# errors that say the database refuses writes for a while, not that one statement was wrong or had to wait: SQLite's
+# result codes (a full disk or max_page_count, a read-only file, an I/O error) and PostgreSQL's SQLSTATE classes
+# (53: insufficient resources, disk full among them; 58: system errors such as I/O; 25006: a read-only transaction,
+# what a replica or a primary in recovery answers). A lock timeout ("database is locked") is contention, not this
+_SQLITE_REFUSALS = ("SQLITE_FULL", "SQLITE_READONLY", "SQLITE_IOERR")
+_POSTGRES_REFUSALS = ("53", "58", "25006")
+
+
+def refuses_writes(exc: BaseException | None) -> bool:
+    """Whether a DBAPI error says the database refuses writes (full, read-only, failing I/O)."""
+    name = getattr(exc, "sqlite_errorname", None)
+    if isinstance(name, str):
+        return name.startswith(_SQLITE_REFUSALS)
+    state = getattr(exc, "sqlstate", None)
+    return isinstance(state, str) and state.startswith(_POSTGRES_REFUSALS)
+
+
+def watch_write_refusals(engine: Engine, seen: Callable[[str], None]) -> None:
+    """Call ``seen(reason)`` whenever a statement or a commit on ``engine`` fails because the database refuses
+    writes (readiness says so: service/app/health). The reason is the driver's first line, which names no
+    credentials (a connection failure is not a refusal and never gets here)."""
+
+    def handle_error(context: sa.engine.ExceptionContext) -> None:
+        orig = context.original_exception
+        if refuses_writes(orig):
+            text = str(orig).strip()
+            seen(text.splitlines()[0] if text else type(orig).__name__)
+
+    event.listen(engine, "handle_error", handle_error)
 
 
 def ping(engine: Engine) -> None:

@@ -20,7 +20,15 @@ from service.core.typology import ErrorSpan, FindingJudgement
 from service.platform.errors import Conflict, Unavailable
 from service.platform.settings import DurableSettings
 from service.state.durable import migrate
-from service.state.durable.engine import database_url, describe, is_duplicate_key, lock, make_engine, write_transaction
+from service.state.durable.engine import (
+    database_url,
+    describe,
+    is_duplicate_key,
+    lock,
+    make_engine,
+    watch_write_refusals,
+    write_transaction,
+)
 from service.state.durable.records import Activation, Adjudication, FitRecord, Label, Verdict
 from service.state.durable.schema import adjudications, fits, model_activations, risk_models, verdicts
 
@@ -160,6 +168,13 @@ class DurableStore:
         # on threads of the shared pool, which novelty and reads need meanwhile (at 100 POSTs/s beside a worker all
         # six of them sat waiting for the write lock and the API fell behind: bench/bench_assessments.py --profile)
         self.submissions = None if postgres else ThreadPoolExecutor(1, thread_name_prefix="trisk-sqlite-submissions")
+        # (monotonic time, reason) of the last write the database refused (a full disk, a read-only file or replica):
+        # every submission is a 503 then, and readiness must say so rather than "store ok"
+        self.write_refused: tuple[float, str] | None = None
+        watch_write_refusals(engine, self._write_refused)
+
+    def _write_refused(self, reason: str) -> None:
+        self.write_refused = (time.monotonic(), reason)
 
     @property
     def dialect(self) -> str:

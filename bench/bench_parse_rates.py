@@ -33,8 +33,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from palibench_features import load_bench  # noqa: E402
 
-from service.core.judges.llm import ChatMessage, Endpoint, LLMClient, RetryPolicy, build_gemba_messages, parse_score  # noqa: E402
-from service.core.judges.mata import (  # noqa: E402  # noqa: E402
+from service.companions.mata import (  # noqa: E402  # noqa: E402
     McqItem,
     McqOption,
     build_grade_messages,
@@ -43,7 +42,8 @@ from service.core.judges.mata import (  # noqa: E402  # noqa: E402
     parse_grade,
     read_mcq_answer,
 )
-from service.core.judges.poller import DIMENSIONS, Persona, build_poller_messages, parse_poller_answer  # noqa: E402
+from service.companions.poller import DIMENSIONS, Persona, build_poller_messages, parse_poller_answer  # noqa: E402
+from service.core.judges.llm import ChatMessage, Endpoint, LLMClient, RetryPolicy, build_gemba_messages, parse_score  # noqa: E402
 from tests.support.local_llm import profile_env  # noqa: E402
 
 SCRIPT = REPO_ROOT / "scripts" / "local-llm.sh"

@@ -9,7 +9,8 @@ Layers, from the top down (an import only ever points down the list):
     service/review/     human review and calibration: the review queue, panel adjudications, fits
     service/state/      what is kept: the durable store, the records store over it, job lanes, the worker registry,
                         companion judge jobs, the risk catalog
-    service/core/       the scoring core; its LLM judges (GEMBA/backtranslation, Poller, MATA) in core/judges/
+    service/companions/ the companion judges (Poller, MATA) with their routes, personas and jobs (since issue 35)
+    service/core/       the scoring core; its LLM judges (the client, GEMBA/backtranslation) in core/judges/
     service/platform/   settings, errors, telemetry, redaction, API keys, rate limits, callbacks, outbound HTTP, ...
     tests/support/      the evaluation stack and the private redis-server (test and bench tools, not shipped)
 
@@ -52,15 +53,16 @@ MOVES: list[tuple[str, str]] = [
     ("service/core/views.py", "service/state/views.py"),
     ("service/core/lanes.py", "service/state/lanes.py"),
     ("service/core/worker_registry.py", "service/state/worker_registry.py"),
-    ("service/core/judge_jobs.py", "service/state/judge_jobs.py"),
+    ("service/core/judge_jobs.py", "service/companions/judge_jobs.py"),  # on since issue 35
     ("service/core/risk_catalog.py", "service/state/risk_catalog.py"),
     # human review and calibration (above the state: they read verdicts and labels from it)
     ("service/core/review", "service/review"),
     ("service/core/calibration", "service/review/calibration"),
-    # the judges, inside the scoring core: the cascade's results are part of an assessment's records
+    # the judges of the scoring core: the cascade's results are part of an assessment's records
     ("service/core/llm", "service/core/judges/llm"),
-    ("service/core/mata", "service/core/judges/mata"),
-    ("service/core/poller", "service/core/judges/poller"),
+    # the companion judges, a wing of their own since issue 35 (scripts/relayout_companions.py moves the rest)
+    ("service/core/mata", "service/companions/mata"),
+    ("service/core/poller", "service/companions/poller"),
     # test and bench tools out of the shipped package
     ("service/evaluation.py", "tests/support/evaluation.py"),
     ("service/local_redis.py", "tests/support/local_redis.py"),
@@ -72,18 +74,21 @@ NEW_PACKAGES: dict[str, str] = {
     "rate limits,\nRedis errors, callbacks' address policy, bounded outbound HTTP, retries, CPUs, sealed secrets.",
     "service/state": "What trisk keeps: the durable store, the records store over it, the job lanes and worker "
     "registry in Redis,\ncompanion judge jobs, the risk catalog.",
-    "service/core/judges": "The LLM judges of the scoring core: the cascade's GEMBA and backtranslation checks (llm), "
-    "Poller and MATA.",
+    "service/core/judges": "The LLM judges of the scoring core: the shared client and the cascade's GEMBA and "
+    "backtranslation checks (llm).",
+    "service/companions": "The companion judges, a wing beside the translation-risk core: Poller (a judge in a poet's "
+    "persona scores\nreaders' interpretations; personas) and MATA (grades, multiple-choice runs), each with its "
+    "routes, over the core's LLM\nclient.",
 }
 
 # what stays in the scoring core (service/core/): a module found there that is neither here nor moved stops the run
 STAYS_IN_CORE = {
     "artifacts", "budget", "chrf", "corpus", "metrics", "ngrams", "novelty", "novelty_report", "palibench",
-    "pipeline", "ranking", "records", "risk", "text", "types",
+    "pipeline", "ranking", "records", "risk", "text", "types", "typology",
     "critical", "embeddings", "signals", "judges",
 }  # fmt: skip
 # what stays directly under service/ (the packages the moves fill included)
-STAYS_IN_SERVICE = {"app", "cli", "core", "platform", "state", "review"}
+STAYS_IN_SERVICE = {"app", "cli", "core", "platform", "state", "review", "companions"}
 
 SELF = "scripts/relayout.py"
 # tracked files whose text is not ours to rewrite (data, vendored code)

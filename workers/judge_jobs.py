@@ -1,4 +1,4 @@
-"""Judge jobs: ``judge`` (Poller evaluations, MATA grades, multiple-choice runs: service.state.judge_jobs) and
+"""Judge jobs: ``judge`` (Poller evaluations, MATA grades, multiple-choice runs: service.companions.judge_jobs) and
 ``adjudicate`` (reference-aided adjudications: service.review.adjudication_jobs), one judge-job kind each.
 
 Every kind runs the same way (``_run``): a job that finds its result stored (or its failure) does nothing; a delivery
@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
+from service.companions.judge_jobs import JobKind, JudgeJobStore, run_judge_job
 from service.core.judges.llm import CallGuard
 from service.platform.errors import NotFound
 from service.platform.telemetry import CHECK_FAILURES
 from service.review import adjudication_jobs
 from service.state.durable import Adjudication
-from service.state.judge_jobs import JobKind, JudgeJobStore, run_judge_job
 from workers.context import WorkerContext
 from workers.policy import JOB_POLICY, guarded, observed, reason
 

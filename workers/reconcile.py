@@ -17,9 +17,10 @@ from typing import Any
 
 from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix
 
+from service.companions import judge_jobs
 from service.core.records import AssessmentMeta
 from service.review import adjudication_jobs
-from service.state import judge_jobs, lanes
+from service.state import lanes
 from service.state.durable.packing import unpack
 from service.state.store import Store
 from workers.context import WorkerContext

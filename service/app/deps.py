@@ -11,13 +11,13 @@ from litestar.di import Provide
 
 from service.app.resources import Resources, open_queue
 from service.app.tenancy import current_tenant
+from service.companions.judge_jobs import JudgeJobStore
 from service.platform.errors import NotReady, RedisUnavailable
 from service.platform.settings import Settings
 from service.review.queue import ReviewQueue
 from service.state import lanes
 from service.state.durable import DurableStore
 from service.state.durable.records_store import Quotas
-from service.state.judge_jobs import JudgeJobStore
 from service.state.risk_catalog import ModelCatalog
 from service.state.store import Store
 

@@ -27,15 +27,15 @@ from service.app.deps import dependencies
 from service.app.docs import docs_assets, render_plugins
 from service.app.health.controllers import HealthController, WorkerController
 from service.app.keys.controllers import CallbackSecretController, KeyController
-from service.app.mata.controllers import MataController
 from service.app.metrics.controllers import MetricsController, refresh_queue_depth
 from service.app.novelty.controllers import NoveltyController
-from service.app.personas.controllers import PersonaController
-from service.app.poller.controllers import PollerController
 from service.app.problems import exception_handlers
 from service.app.resources import Resources, open_queue
 from service.app.review.controllers import AdjudicationController, ReviewController
 from service.app.workbench import template_config, workbench_handlers
+from service.companions.mata.controllers import MataController
+from service.companions.personas.controllers import PersonaController
+from service.companions.poller.controllers import PollerController
 from service.core.novelty import load_indexes
 from service.core.risk import RiskRegistry
 from service.platform.ratelimit import FailureLimiter, RateLimiter

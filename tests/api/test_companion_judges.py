@@ -14,7 +14,7 @@ from litestar.testing import TestClient
 
 from service.app import create_app
 from service.app.resources import Resources
-from service.core.judges.poller import POLLER_PROMPT_HASHES
+from service.companions.poller import POLLER_PROMPT_HASHES
 from service.core.novelty import NoveltyIndex
 from service.platform.settings import LLMSettings, Settings
 from tests.conftest import TEST_TENANT, issue_test_key, keyed
@@ -252,7 +252,7 @@ def _second_result_written(settings: Settings, jid: str) -> bool:
     import msgspec
     from redis.asyncio import Redis
 
-    from service.state.judge_jobs import JudgeJobStore
+    from service.companions.judge_jobs import JudgeJobStore
     from tests.conftest import TEST_TENANT
 
     async def go() -> bool:

@@ -7,10 +7,10 @@ import uuid
 
 import pytest
 
-from service.core.judges.poller import Persona, persona_version
+from service.companions.personas.store import PersonaStore
+from service.companions.poller import Persona, persona_version
 from service.platform.errors import NotFound
 from service.state.durable import DurableStore
-from service.state.durable.personas import PersonaStore
 
 FIRST = Persona(author="Bei Dao", basic_information="Born in Beijing in 1949.")
 SECOND = Persona(author="Bei Dao", basic_information="Born in Beijing in 1949.", critics_comments="A Misty poet.")

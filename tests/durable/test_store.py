@@ -14,7 +14,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
-from service.core.judges.poller import Persona
+from service.companions.personas.store import PersonaStore
+from service.companions.poller import Persona
 from service.core.typology import ErrorSpan, FindingJudgement
 from service.platform.auth import new_key
 from service.platform.settings import DurableSettings
@@ -30,7 +31,6 @@ from service.state.durable import (
     make_engine,
 )
 from service.state.durable.access import AccessStore
-from service.state.durable.personas import PersonaStore
 from service.state.durable.schema import metadata
 from service.state.durable.store import insert_verdict
 from tests.durable_support import PostgresServer, migrated_store

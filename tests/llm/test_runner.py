@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from service.companions.mata import GradeRequest, plan_grades, run_grades
+from service.companions.poller import PoemIn, PollerEvaluationRequest, plan_poller_evaluation, run_poller_evaluation
 from service.core.judges.llm import (
     CascadeItem,
     ChatResult,
@@ -21,8 +23,6 @@ from service.core.judges.llm import (
     score_candidate,
     select_judges,
 )
-from service.core.judges.mata import GradeRequest, plan_grades, run_grades
-from service.core.judges.poller import PoemIn, PollerEvaluationRequest, plan_poller_evaluation, run_poller_evaluation
 from service.platform.settings import LLMSettings
 from service.review.adjudication import run_panel
 from tests.llm.support import judge, panel

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.core.judges.mata import MataAgreementRequest, RaterLabel, RaterLabels, mata_agreement
+from service.companions.mata import MataAgreementRequest, RaterLabel, RaterLabels, mata_agreement
 from service.core.metrics import BootstrapOptions
 from service.platform.errors import InputError
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from service.core.judges.llm import JudgeSpec
-from service.core.judges.mata import (
+from service.companions.mata import (
     GRADE_PROMPT_HASHES,
     GradeBatchRequest,
     Graded,
@@ -19,6 +18,7 @@ from service.core.judges.mata import (
     plan_grades,
     run_grades,
 )
+from service.core.judges.llm import JudgeSpec
 from service.platform.errors import InputError
 from service.platform.settings import LLMSettings
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
@@ -248,7 +248,7 @@ async def test_votes_count_timeouts_and_format_failures_and_no_verdict_says_why(
 
 
 def test_an_english_grade_that_copies_the_instruction_line_is_no_grade() -> None:
-    from service.core.judges.mata import parse_grade_en
+    from service.companions.mata import parse_grade_en
 
     echo = "GRADE: C if the submission is correct, or GRADE: I if it is incorrect"
     assert parse_grade_en(echo).error == "no_grade"  # not "incorrect" from the last letter of the instruction

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.core.judges.llm import Endpoint
-from service.core.judges.mata import (
+from service.companions.mata import (
     MCQ_PROMPT_HASHES,
     NONE_OF_THE_OTHERS,
     McqAnswered,
@@ -20,6 +19,7 @@ from service.core.judges.mata import (
     read_answer,
     run_mcq,
 )
+from service.core.judges.llm import Endpoint
 from service.platform.errors import InputError
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.llm.support import make_client

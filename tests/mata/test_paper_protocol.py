@@ -3,8 +3,7 @@ ANSWER: reading, the research's "none of the others"; each with its own prompt h
 
 from __future__ import annotations
 
-from service.core.judges.llm import Endpoint, JudgeSpec
-from service.core.judges.mata import (
+from service.companions.mata import (
     GRADE_PROMPT_HASHES,
     MCQ_PROMPT_HASHES,
     Graded,
@@ -24,6 +23,7 @@ from service.core.judges.mata import (
     run_grades,
     run_mcq,
 )
+from service.core.judges.llm import Endpoint, JudgeSpec
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.llm.support import make_client, settings_for
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.core.judges.mata import McqAnswered, McqFormatFailure, parse_grade_en, parse_grade_te, read_mcq_answer
+from service.companions.mata import McqAnswered, McqFormatFailure, parse_grade_en, parse_grade_te, read_mcq_answer
 
 EN = [
     ("The submission names the same river.\nGRADE: C", False, "correct", None),

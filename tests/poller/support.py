@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.core.judges.poller import Persona
+from service.companions.poller import Persona
 
 PERSONA = Persona(
     author="北岛",

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from service.core.judges.poller import (
+from service.companions.poller import (
     DEFAULT_DIMENSIONS,
     Comparison,
     ItemScores,

@@ -5,8 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from service.core.judges.llm import JudgeSpec
-from service.core.judges.poller import (
+from service.companions.poller import (
     POLLER_PROMPT_HASHES,
     DimensionScore,
     InterpretationIn,
@@ -23,6 +22,7 @@ from service.core.judges.poller import (
     plan_poller_evaluation,
     run_poller_evaluation,
 )
+from service.core.judges.llm import JudgeSpec
 from service.platform.errors import InputError
 from service.platform.settings import LLMSettings
 from tests.fakes.openai_server import FakeOpenAIServer, Reply

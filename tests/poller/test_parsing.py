@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.core.judges.poller import (
+from service.companions.poller import (
     DimensionFailure,
     DimensionScore,
     parse_poller_answer,

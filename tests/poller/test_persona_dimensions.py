@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from service.core.judges.poller import (
+from service.companions.poller import (
     DEFAULT_DIMENSIONS,
     PERSONA_FIELD_MAX_CHARS,
     Persona,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.core.judges.poller import (
+from service.companions.poller import (
     DIMENSIONS,
     POLLER_PROMPT_HASHES,
     POLLER_PROMPT_VERSIONS,
@@ -131,7 +131,7 @@ PINNED = {"en": "ebb873b86a90", "zh": "0515fd64e2b0"}
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("language", ["en", "zh"])
 def test_the_paper_protocol_says_unpublished_and_asks_for_detailed_reasons(language: str, strategy: Strategy) -> None:
-    from service.core.judges.poller._prompts import prompt_hash, prompt_version
+    from service.companions.poller._prompts import prompt_hash, prompt_version
 
     def user(protocol: str) -> str:
         messages = build_poller_messages(

@@ -1,1 +1,1 @@
-"""The LLM judges of the scoring core: the cascade's GEMBA and backtranslation checks (llm), Poller and MATA."""
+"""The LLM judges of the scoring core: the shared client and the cascade's GEMBA and backtranslation checks (llm)."""

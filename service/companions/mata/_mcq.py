@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import msgspec
 
+from service.companions.mata._parsing import McqAnswered, McqFormatFailure, McqReading, read_mcq_answer
+from service.companions.mata._prompts import MataLanguage, Protocol, build_mcq_messages, mcq_prompt
 from service.core.judges.llm import (
     NO_PROVIDER,
     PARSE_ERROR_WORDS,
@@ -36,8 +38,6 @@ from service.core.judges.llm import (
     max_tokens_for,
     run_all,
 )
-from service.core.judges.mata._parsing import McqAnswered, McqFormatFailure, McqReading, read_mcq_answer
-from service.core.judges.mata._prompts import MataLanguage, Protocol, build_mcq_messages, mcq_prompt
 from service.core.text import require_text
 from service.platform.errors import InputError
 

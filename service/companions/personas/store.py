@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import sqlalchemy as sa
 
-from service.core.judges.poller import Persona, persona_version
+from service.companions.poller import Persona, persona_version
 from service.platform.errors import NotFound
 from service.state.durable.schema import persona_versions
 from service.state.durable.store import DurableStore

@@ -11,7 +11,9 @@ from litestar import Controller, Response, get, post
 from service.app.auth import access
 from service.app.deps import JobQueue
 from service.app.resources import Resources
-from service.core.judges.poller import (
+from service.companions.judge_jobs import JudgeJob, JudgeJobStore, JudgeStatus, submit_judge_job
+from service.companions.personas.store import PersonaStore
+from service.companions.poller import (
     Comparison,
     ItemScores,
     PollerAgreement,
@@ -27,8 +29,6 @@ from service.core.judges.poller import (
 from service.core.metrics import BootstrapOptions
 from service.platform.errors import InputError, NotReady
 from service.platform.settings import Settings
-from service.state.durable.personas import PersonaStore
-from service.state.judge_jobs import JudgeJob, JudgeJobStore, JudgeStatus, submit_judge_job
 
 __all__ = ["PollerController", "PollerEvaluationOut", "StoredAgreementRequest"]
 

@@ -18,9 +18,9 @@ from typing import Any, Literal
 
 import msgspec
 
+from service.companions.mata import GradeOutcome, GradePlan, McqRunOutcome, McqRunRequest, run_grades, run_mcq
+from service.companions.poller import PollerEvaluation, PollerPlan, run_poller_evaluation
 from service.core.judges.llm import CallGuard, Endpoint
-from service.core.judges.mata import GradeOutcome, GradePlan, McqRunOutcome, McqRunRequest, run_grades, run_mcq
-from service.core.judges.poller import PollerEvaluation, PollerPlan, run_poller_evaluation
 from service.platform.errors import NotFound
 from service.platform.settings import LLMSettings
 from service.state.durable.packing import pack, unpack

@@ -45,10 +45,10 @@ from typing import Any, Literal
 
 import msgspec
 
+from service.companions.poller._dimensions import DIMENSIONS, Dimension
+from service.companions.poller._persona import Persona, names_author
+from service.companions.poller._prompts import ROLE_LABELS
 from service.core.judges.llm import readable
-from service.core.judges.poller._dimensions import DIMENSIONS, Dimension
-from service.core.judges.poller._persona import Persona, names_author
-from service.core.judges.poller._prompts import ROLE_LABELS
 
 __all__ = [
     "AnswerError",

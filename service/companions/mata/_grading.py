@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import msgspec
 
+from service.companions.mata._parsing import GradeError, GradeParse, Verdict, parse_grade
+from service.companions.mata._prompts import MataLanguage, Protocol, build_grade_messages, grade_prompt
 from service.core.judges.llm import (
     NO_ELIGIBLE_JUDGE,
     NO_PROVIDER,
@@ -33,8 +35,6 @@ from service.core.judges.llm import (
     run_all,
     select_judges,
 )
-from service.core.judges.mata._parsing import GradeError, GradeParse, Verdict, parse_grade
-from service.core.judges.mata._prompts import MataLanguage, Protocol, build_grade_messages, grade_prompt
 from service.core.text import require_text
 from service.platform.errors import InputError
 

@@ -16,6 +16,26 @@ from typing import TYPE_CHECKING, Annotated
 
 import msgspec
 
+from service.companions.poller._dimensions import PromptLanguage, resolve_dimensions
+from service.companions.poller._parsing import (
+    DeclaredRole,
+    DimensionFailure,
+    DimensionResult,
+    DimensionScore,
+    PollerParse,
+    parse_poller_answer,
+)
+from service.companions.poller._persona import Persona, persona_version, validate_persona
+from service.companions.poller._prompts import (
+    DEFAULT_STRATEGY,
+    DEFAULT_TEMPERATURE,
+    Protocol,
+    Strategy,
+    build_poller_messages,
+    prompt_hash,
+    prompt_version,
+    uses_persona,
+)
 from service.core.judges.llm import (
     NO_ELIGIBLE_JUDGE,
     NO_PROVIDER,
@@ -35,26 +55,6 @@ from service.core.judges.llm import (
     family_of,
     run_all,
     select_judges,
-)
-from service.core.judges.poller._dimensions import PromptLanguage, resolve_dimensions
-from service.core.judges.poller._parsing import (
-    DeclaredRole,
-    DimensionFailure,
-    DimensionResult,
-    DimensionScore,
-    PollerParse,
-    parse_poller_answer,
-)
-from service.core.judges.poller._persona import Persona, persona_version, validate_persona
-from service.core.judges.poller._prompts import (
-    DEFAULT_STRATEGY,
-    DEFAULT_TEMPERATURE,
-    Protocol,
-    Strategy,
-    build_poller_messages,
-    prompt_hash,
-    prompt_version,
-    uses_persona,
 )
 from service.core.text import require_text
 from service.platform.errors import InputError

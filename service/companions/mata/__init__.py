@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.core.judges.mata._agreement import (
+from service.companions.mata._agreement import (
     CREDIT,
     LABELS,
     AlphaFigure,
@@ -18,7 +18,7 @@ from service.core.judges.mata._agreement import (
     SourceAccuracy,
     mata_agreement,
 )
-from service.core.judges.mata._grading import (
+from service.companions.mata._grading import (
     GRADE_TEXT_MAX_CHARS,
     MAX_GRADE_ITEMS,
     GradeBatchRequest,
@@ -38,7 +38,7 @@ from service.core.judges.mata._grading import (
     plan_grades,
     run_grades,
 )
-from service.core.judges.mata._mcq import (
+from service.companions.mata._mcq import (
     MAX_MCQ_ITEMS,
     MAX_OPTIONS,
     MCQ_TEXT_MAX_CHARS,
@@ -64,7 +64,7 @@ from service.core.judges.mata._mcq import (
     validate_mcq_run,
     variant_names,
 )
-from service.core.judges.mata._parsing import (
+from service.companions.mata._parsing import (
     GradeError,
     GradeParse,
     McqAnswered,
@@ -78,7 +78,7 @@ from service.core.judges.mata._parsing import (
     parse_grade_te,
     read_mcq_answer,
 )
-from service.core.judges.mata._prompts import (
+from service.companions.mata._prompts import (
     GRADE_PROMPT_HASHES,
     GRADE_PROMPT_VERSIONS,
     MCQ_PROMPT_HASHES,

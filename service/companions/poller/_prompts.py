@@ -28,9 +28,9 @@ from typing import Literal
 
 import msgspec
 
+from service.companions.poller._dimensions import DIMENSIONS, Dimension, PromptLanguage
+from service.companions.poller._persona import Persona
 from service.core.judges.llm import ChatMessage, data_fence_tag
-from service.core.judges.poller._dimensions import DIMENSIONS, Dimension, PromptLanguage
-from service.core.judges.poller._persona import Persona
 
 __all__ = [
     "DEFAULT_STRATEGY",

@@ -9,9 +9,9 @@ from litestar import Controller, delete, get, post, put
 
 from service.app.auth import access
 from service.app.resources import Resources
-from service.core.judges.poller import PERSONA_FIELD_MAX_CHARS, Persona, validate_persona
+from service.companions.personas.store import PersonaRecord, PersonaStore
+from service.companions.poller import PERSONA_FIELD_MAX_CHARS, Persona, validate_persona
 from service.platform.errors import NotReady
-from service.state.durable.personas import PersonaRecord, PersonaStore
 
 __all__ = ["PersonaController", "PersonaDeleted"]
 

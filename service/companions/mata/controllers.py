@@ -10,7 +10,8 @@ from litestar import Controller, Response, get, post
 
 from service.app.auth import access
 from service.app.deps import JobQueue
-from service.core.judges.mata import (
+from service.companions.judge_jobs import JudgeJob, JudgeJobStore, JudgeStatus, submit_judge_job
+from service.companions.mata import (
     GradeBatchRequest,
     GradeOutcome,
     GradeRequest,
@@ -29,7 +30,6 @@ from service.core.judges.mata import (
     validate_mcq_run,
 )
 from service.platform.settings import Settings
-from service.state.judge_jobs import JudgeJob, JudgeJobStore, JudgeStatus, submit_judge_job
 
 __all__ = ["GradesOut", "MataController", "McqRunOut"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.core.judges.poller._agreement import (
+from service.companions.poller._agreement import (
     MIN_CORRELATION_ITEMS,
     AgreementTable,
     AverageAgreement,
@@ -18,7 +18,7 @@ from service.core.judges.poller._agreement import (
     TableRow,
     poller_agreement,
 )
-from service.core.judges.poller._dimensions import (
+from service.companions.poller._dimensions import (
     DEFAULT_DIMENSIONS,
     DIMENSIONS,
     Dimension,
@@ -27,7 +27,7 @@ from service.core.judges.poller._dimensions import (
     dimension_named,
     resolve_dimensions,
 )
-from service.core.judges.poller._evaluate import (
+from service.companions.poller._evaluate import (
     INTERPRETATION_MAX_CHARS,
     MAX_INTERPRETATIONS,
     POEM_MAX_CHARS,
@@ -49,7 +49,7 @@ from service.core.judges.poller._evaluate import (
     plan_poller_evaluation,
     run_poller_evaluation,
 )
-from service.core.judges.poller._parsing import (
+from service.companions.poller._parsing import (
     AnswerError,
     DeclaredRole,
     DimensionError,
@@ -59,7 +59,7 @@ from service.core.judges.poller._parsing import (
     PollerParse,
     parse_poller_answer,
 )
-from service.core.judges.poller._persona import (
+from service.companions.poller._persona import (
     PERSONA_FIELD_MAX_CHARS,
     PERSONA_NAME_MAX_CHARS,
     Persona,
@@ -67,7 +67,7 @@ from service.core.judges.poller._persona import (
     persona_version,
     validate_persona,
 )
-from service.core.judges.poller._prompts import (
+from service.companions.poller._prompts import (
     DEFAULT_STRATEGY,
     DEFAULT_TEMPERATURE,
     POLLER_PROMPT_HASHES,

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 import msgspec
 import numpy as np
 
-from service.core.judges.poller._dimensions import DEFAULT_DIMENSIONS, resolve_dimensions
+from service.companions.poller._dimensions import DEFAULT_DIMENSIONS, resolve_dimensions
 from service.core.metrics import BootstrapOptions, Interval, bootstrap_interval, pearson_rows, spearman_rows
 from service.platform.errors import InputError
 

@@ -17,6 +17,7 @@ from service.app.workbench.sessions import MAX_PER_KEY, SessionStore
 from service.review import item_id_of
 from service.state.durable import open_store
 from service.state.durable.access import AccessStore, issue_key
+from tests.support.leaks import assert_no_leaks
 from tests.workbench.conftest import Seeded, cleanup, form_token, make_app, make_settings, seed, sign_in
 
 
@@ -259,3 +260,85 @@ async def test_sessions_per_key_are_capped() -> None:
         if mine:
             await r.delete(*mine)
         await r.aclose()
+
+
+def _checked(tc: Any, r: Any) -> Any:
+    """``r`` after checking its page and its redirect for request state (the session's tokens)."""
+    token = tc.cookies.get("trisk_session")
+    found = re.search(r'name="csrf" value="([^"]*)"', r.text)
+    form = found.group(1) if found else ""
+    if not form:  # a redirect: the form token of the session, from a page of it
+        form = form_token(tc.get("/ui/leases").text)
+    assert_no_leaks(r.text, session_token=token, form_token=form, urls=[str(r.url), r.headers.get("location", "")])
+    return r
+
+
+def test_no_page_or_url_carries_request_state_and_every_candidate_is_shown(tc: Any, seeded: Seeded) -> None:
+    """Issue 36: a query parameter named ``scope`` got Litestar's ASGI scope (cookies and all) and wrote it into the
+    page's hidden fields and the item URL, which grew with every verdict; "Show: every candidate" was ignored."""
+    sign_in(tc, seeded.key("ben"))
+    api = {"Authorization": f"Bearer {seeded.key('admin')}"}
+    every = tc.get("/v1/review/queue", params={"scope": "all"}, headers=api).json()["total"]
+    flagged = tc.get("/v1/review/queue", headers=api).json()["total"]
+    queue = _checked(tc, tc.get("/ui/queue?show=all"))
+    assert len(re.findall(r'<a href="/ui/items/', queue.text)) == every
+    assert '<option value="all" selected>' in queue.text and 'name="show" value="all"' in queue.text
+    assert len(re.findall(r'<a href="/ui/items/', _checked(tc, tc.get("/ui/queue")).text)) == flagged
+    csrf = form_token(queue.text)
+    for _ in range(2):  # claim, skip to the next (n), each redirect and page checked
+        r = _checked(tc, tc.post("/ui/claim", data={"csrf": csrf, "show": "all"}, follow_redirects=False))
+        assert r.headers["location"].endswith("?show=all")
+        page = _checked(tc, tc.get(r.headers["location"]))
+        lease = re.search(r'name="lease_id" value="([0-9a-f]+)"', page.text).group(1)
+        skipped = tc.post(
+            r.headers["location"].split("?")[0] + "/skip",
+            data={"csrf": csrf, "lease_id": lease, "show": "all", "then": "next"},
+            follow_redirects=False,
+        )
+        _checked(tc, skipped)
+        item = r.headers["location"].split("?")[0].rsplit("/", 1)[1]
+        assert tc.get(f"/v1/review/items/{item}", headers=api).json()["item"]["status"] == "open"  # released
+        r = skipped
+        nxt = _checked(tc, tc.get(r.headers["location"]))
+        lease = re.search(r'name="lease_id" value="([0-9a-f]+)"', nxt.text).group(1)
+        verdict = tc.post(
+            r.headers["location"].split("?")[0] + "/verdict",
+            data={"csrf": csrf, "label": "VALID", "lease_id": lease, "show": "all", "then": "next"},
+            follow_redirects=False,
+        )
+        _checked(tc, verdict)
+        assert len(verdict.headers["location"]) < 120
+    _checked(tc, tc.get("/ui/leases"))
+    # error pages: the workbench's own policy, its stylesheet, and no request state either
+    for path, status in (
+        ("/ui/no-such-page", 404),
+        ("/ui/items/nosuchitem-000000000000", 404),
+        ("/ui/calibration", 403),
+    ):
+        err = _checked(tc, tc.get(path))
+        assert err.status_code == status and err.headers["content-security-policy"] == CSP, path
+        assert '<link rel="stylesheet" href="/ui/static/workbench.css' in err.text
+    for lease_page in re.findall(r'action="/ui/leases/([0-9a-f]+)/release"', tc.get("/ui/leases").text):
+        tc.post(f"/ui/leases/{lease_page}/release", data={"csrf": csrf})
+
+
+def test_a_lease_is_the_reviewers_whichever_sign_in_took_it(seeded: Seeded) -> None:
+    """Issue 36: after signing in again a reviewer found her own items "leased to another reviewer"."""
+    with TestClient(app=make_app(seeded.settings)) as first, TestClient(app=make_app(seeded.settings)) as second:
+        sign_in(first, seeded.key("ana"))
+        csrf = form_token(first.get("/ui/queue").text)
+        r = first.post("/ui/claim", data={"csrf": csrf, "show": "all"}, follow_redirects=False)
+        item_path = r.headers["location"].split("?")[0]
+        sign_in(second, seeded.key("ana"))
+        page = second.get(item_path).text
+        assert "Your lease" in page and "Leased to another reviewer" not in page and 'id="verdict-form"' in page
+        mine = second.get("/ui/leases").text
+        assert item_path in mine
+        lease = re.search(r'action="/ui/leases/([0-9a-f]+)/release"', mine).group(1)
+        done = second.post(
+            f"/ui/leases/{lease}/release",
+            data={"csrf": form_token(mine), "back": "leases"},
+            follow_redirects=False,
+        )
+        assert done.headers["location"] == "/ui/leases?m=released"
+        assert item_path not in second.get("/ui/leases").text

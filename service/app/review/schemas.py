@@ -66,6 +66,9 @@ class QueueItemOut(msgspec.Struct):
     risk: RiskResult | None = None
     lease_id: str | None = None
     flags: list[Flag] = msgspec.field(default_factory=list)  # the findings, worded for a reviewer
+    # who holds the live lease (the reviewer its key names) and until when; None unless the item is leased
+    leased_to: str | None = None
+    lease_expires: float | None = None
 
 
 _TOTAL = (

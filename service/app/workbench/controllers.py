@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-import time
 from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
@@ -36,7 +35,7 @@ from service.app.workbench.access import (
 from service.app.workbench.assets import STATIC_DIR
 from service.app.workbench.errors import page_exception_handlers
 from service.app.workbench.pages import filters_of, item_page
-from service.app.workbench.render import page
+from service.app.workbench.render import CSP, page
 from service.app.workbench.sessions import Session
 from service.core.budget import DEFAULT_BUDGET
 from service.platform.auth import Principal
@@ -49,12 +48,6 @@ from service.state.store import Store
 
 __all__ = ["CSP", "workbench_handlers"]
 
-# pages load only their own files: no inline script or style, forms post only here, never framed
-CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-)
-Scope = Literal["flagged", "all"]
 Status = Literal["pending", "open", "leased", "reviewed", "any"]
 PAGE_SIZE = 50
 
@@ -77,11 +70,11 @@ class ClaimForm(msgspec.Struct, forbid_unknown_fields=True):
     lang: str = ""
     model: str = ""
     batch: str = ""
-    scope: str = "flagged"
+    show: str = "flagged"  # "all": every candidate (never named `scope`: Litestar gives that name the ASGI scope)
 
     def kept(self) -> dict[str, str]:
         return filters_of({"tier": self.tier, "lang": self.lang, "model": self.model, "batch": self.batch,
-                           "scope": self.scope})  # fmt: skip
+                           "show": self.show})  # fmt: skip
 
 
 class VerdictForm(ClaimForm, forbid_unknown_fields=True):
@@ -96,6 +89,14 @@ class VerdictForm(ClaimForm, forbid_unknown_fields=True):
 class LeaseForm(msgspec.Struct, forbid_unknown_fields=True):
     csrf: str = ""
     item_id: str = ""
+    back: str = ""  # "leases": back to the reviewer's leases after a release
+
+
+class SkipForm(ClaimForm, forbid_unknown_fields=True):
+    """Leave an item: its lease (the reviewer's) is released; then the next item, or the queue."""
+
+    lease_id: str = ""
+    then: str = "next"
 
 
 Form = Body(media_type=RequestEncodingType.URL_ENCODED)
@@ -124,13 +125,13 @@ def _principal(request: Request[Any, Any, Any]) -> Principal:
     return user
 
 
-def _filters(tier: str, lang: str, model: str, batch: str, scope: str, status: str = "pending") -> review.QueueFilters:
+def _filters(tier: str, lang: str, model: str, batch: str, show: str, status: str = "pending") -> review.QueueFilters:
     return review.QueueFilters(
         tier=tier or None,
         lang=lang or None,
         model=model or None,
         batch=batch or None,
-        scope="all" if scope == "all" else "flagged",
+        scope="all" if show == "all" else "flagged",
         status=status if status in ("pending", "open", "leased", "reviewed", "any") else "pending",  # type: ignore[arg-type]
     )
 
@@ -203,14 +204,13 @@ async def queue_page(
     lang: str = "",
     model: str = "",
     batch: str = "",
-    scope: str = "flagged",
+    show: str = "flagged",
     status: str = "pending",
     offset: int = Parameter(default=0, ge=0, le=MAX_OFFSET),
 ) -> Template:
-    filters = _filters(tier, lang, model, batch, scope, status)
+    filters = _filters(tier, lang, model, batch, show, status)
     listed = await review.queue_page(review_queue, tenant, filters, offset=offset, limit=PAGE_SIZE)
-    _, session = session_of(request)
-    keep = filters_of({"tier": tier, "lang": lang, "model": model, "batch": batch, "scope": scope})
+    keep = filters_of({"tier": tier, "lang": lang, "model": model, "batch": batch, "show": show})
     return page(
         request,
         "queue.html",
@@ -218,7 +218,6 @@ async def queue_page(
         filters=filters,
         keep=keep,
         status=filters.status,
-        mine={k for k, v in session.leases.items() if v > time.time()},
         prev_query=_query(**keep, status=status, offset=str(max(0, offset - PAGE_SIZE)) if offset else ""),
         next_query=_query(**keep, status=status, offset=str(listed.next_offset or "")),
     )
@@ -236,8 +235,7 @@ async def _claim_and_go(
     request: Request[Any, Any, Any], review_queue: ReviewQueue, tenant: str, token: str, form: ClaimForm
 ) -> Redirect:
     """Lease the next item through the claim logic of ``POST /v1/review/claims`` and open it."""
-    _, session = session_of(request)
-    f = _filters(form.tier, form.lang, form.model, form.batch, form.scope)
+    f = _filters(form.tier, form.lang, form.model, form.batch, form.show)
     lease = await review.claim(
         review_queue,
         tenant,
@@ -254,7 +252,6 @@ async def _claim_and_go(
     keep = form.kept()
     if not lease.items:
         return see_other("/ui/queue" + _query(**keep, m="empty"))
-    await session_store(request).remember_lease(token, session, lease.lease_id, lease.expires_at)
     return see_other(f"/ui/items/{lease.items[0].id}" + _query(**keep))
 
 
@@ -270,22 +267,21 @@ async def item(
     lang: str = "",
     model: str = "",
     batch: str = "",
-    scope: str = "",
+    show: str = "",
 ) -> Template:
     detail = await review.item_detail(review_queue, store, db, tenant, item_id)
-    _, session = session_of(request)
-    lease_id = detail.item.lease_id
-    expires = session.leases.get(lease_id, 0.0) if lease_id else 0.0
-    mine = lease_id is not None and expires > time.time()
-    keep = filters_of({"tier": tier, "lang": lang, "model": model, "batch": batch, "scope": scope})
+    # a lease is the reviewer's (her key's), whichever session took it
+    holder = detail.item.leased_to
+    mine = holder is not None and holder == review.acting_reviewer(_principal(request)).name
+    keep = filters_of({"tier": tier, "lang": lang, "model": model, "batch": batch, "show": show})
     return page(
         request,
         "item.html",
         view=item_page(detail),
         d=detail,
         mine=mine,
-        lease_expires=expires if mine else None,
-        leased_by_other=lease_id is not None and not mine,
+        lease_expires=detail.item.lease_expires if mine else None,
+        leased_by_other=holder is not None and not mine,
         keep=keep,
         keep_query=_query(**keep),
         labels=("VALID", "MINOR", "MAJOR"),
@@ -302,8 +298,8 @@ async def verdict(
     tenant: str,
     data: Annotated[VerdictForm, Form],
 ) -> Redirect:
-    token, session = form_session(request, data.csrf)
-    lease_id = data.lease_id if data.lease_id in session.leases else None
+    token, _ = form_session(request, data.csrf)
+    lease_id = data.lease_id or None  # the verdict's rules check that it holds the item and is this reviewer's
     try:  # the JSON route's own limits (lengths), through its own request type
         given = msgspec.convert(
             {
@@ -322,7 +318,6 @@ async def verdict(
         # the item is reviewed: the lease (one item) is done; an already ended lease is no matter
         with contextlib.suppress(NotFound, Conflict):  # the lease ended meanwhile
             await review.release(review_queue, tenant, who, lease_id)
-        await session_store(request).forget_lease(token, session, lease_id)
     if data.then == "next":
         return await _claim_and_go(request, review_queue, tenant, token, data)
     return see_other("/ui/queue" + _query(**data.kept(), m="recorded"))
@@ -336,10 +331,9 @@ async def renew(
     tenant: str,
     data: Annotated[LeaseForm, Form],
 ) -> Redirect:
-    token, session = form_session(request, data.csrf)
+    form_session(request, data.csrf)
     who = review.acting_reviewer(_principal(request))
-    lease = await review.renew(review_queue, tenant, who, lease_id, RenewRequest())
-    await session_store(request).remember_lease(token, session, lease.lease_id, lease.expires_at)
+    await review.renew(review_queue, tenant, who, lease_id, RenewRequest())
     target = f"/ui/items/{data.item_id}" if data.item_id else "/ui/queue"
     return see_other(target + "?m=renewed")
 
@@ -352,10 +346,41 @@ async def release(
     tenant: str,
     data: Annotated[LeaseForm, Form],
 ) -> Redirect:
-    token, session = form_session(request, data.csrf)
+    form_session(request, data.csrf)
     await review.release(review_queue, tenant, review.acting_reviewer(_principal(request)), lease_id)
-    await session_store(request).forget_lease(token, session, lease_id)
-    return see_other("/ui/queue?m=released")
+    return see_other("/ui/leases?m=released" if data.back == "leases" else "/ui/queue?m=released")
+
+
+@post("/items/{item_id:str}/skip", include_in_schema=False, status_code=303, **page_access("review"))
+async def skip(
+    request: Request[Any, Any, Any],
+    item_id: str,
+    review_queue: ReviewQueue,
+    tenant: str,
+    data: Annotated[SkipForm, Form],
+) -> Redirect:
+    """Leave an item without a verdict (``n`` on it, or back to the queue): the next item is claimed first, while
+    this one is still held (so the claim does not hand it straight back), then its lease is released."""
+    token, _ = form_session(request, data.csrf)
+    go = await _claim_and_go(request, review_queue, tenant, token, data) if data.then == "next" else None
+    if data.lease_id:
+        with contextlib.suppress(NotFound, Conflict):  # ended meanwhile, or reviewed: nothing left to release
+            await review.release(review_queue, tenant, review.acting_reviewer(_principal(request)), data.lease_id)
+    return go or see_other("/ui/queue" + _query(**data.kept(), m="released"))
+
+
+@get("/leases", include_in_schema=False, **page_access("review"))
+async def leases_page(request: Request[Any, Any, Any], review_queue: ReviewQueue, tenant: str) -> Template:
+    """The items the reviewer's live leases hold, whichever session (or API client) took them."""
+    me = review.acting_reviewer(_principal(request)).name
+    held = await review.queue_page(
+        review_queue,
+        tenant,
+        review.QueueFilters(scope="all", status="leased", leased_to=me),
+        offset=0,
+        limit=PAGE_SIZE,
+    )
+    return page(request, "leases.html", page=held)
 
 
 @get("/calibration", include_in_schema=False, **page_access("admin"))
@@ -441,8 +466,10 @@ def workbench_handlers() -> list[Any]:
             claim_next,
             item,
             verdict,
+            skip,
             renew,
             release,
+            leases_page,
             calibration_page,
             batches_page,
             batch_page,

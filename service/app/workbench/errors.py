@@ -14,7 +14,7 @@ from service.app.problems import exception_handlers, problem_for
 from service.app.workbench.access import SIGNIN_COOKIE, SignInRequired, cookie
 from service.app.workbench.render import page
 
-__all__ = ["page_exception_handlers"]
+__all__ = ["page_exception_handlers", "with_page_errors"]
 
 
 def _page_problem(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
@@ -47,3 +47,23 @@ def _page_problem(request: Request[Any, Any, Any], exc: Exception) -> Response[A
 def page_exception_handlers() -> dict[Any, Any]:
     """Every class the API maps to a problem (so none falls through to the app's JSON handler), and the sign-in."""
     return {**dict.fromkeys(exception_handlers, _page_problem), SignInRequired: _page_problem}
+
+
+def _is_page(path: str) -> bool:
+    return (path == "/ui" or path.startswith("/ui/")) and not path.startswith("/ui/static/")
+
+
+def with_page_errors(handlers: dict[Any, Any]) -> dict[Any, Any]:
+    """The app's handlers, answering with a page for a path of the workbench: errors raised before any page's own
+    handlers run (a path no page has: 404, a method none takes: 405) are pages too, not problem+json."""
+
+    def wrapped(api: Any) -> Any:
+        def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+            if _is_page(request.url.path):
+                return _page_problem(request, exc)
+            response: Response[Any] = api(request, exc)
+            return response
+
+        return handle
+
+    return {cls: wrapped(h) for cls, h in handlers.items()}

@@ -13,7 +13,14 @@ from service.app.workbench.access import reviewer_of, session_in
 from service.app.workbench.assets import ASSETS
 from service.platform.auth import Principal
 
-__all__ = ["MESSAGES", "page"]
+__all__ = ["CSP", "MESSAGES", "page"]
+
+# pages load only their own files: no inline script or style, forms post only here, never framed; every page has it,
+# error pages included (an error page under the API's `default-src 'none'` would lose its style and keys)
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
 
 # messages a redirect may ask a page to show, by code (a code, never text from the URL)
 MESSAGES = {
@@ -46,4 +53,5 @@ def page(
         "path": request.url.path,
         "now": time.time(),
     }
+    headers = {**(headers or {}), "content-security-policy": CSP}
     return Template(template_name=name, context={**base, **context}, status_code=status_code, headers=headers)

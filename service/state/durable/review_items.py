@@ -60,7 +60,7 @@ __all__ = [
 
 ItemStatus = Literal["open", "leased", "reviewed"]
 # the item attributes a listing or a claim may be narrowed to (equality), by column name
-FILTER_COLUMNS = ("tier", "lang", "model", "batch_id")
+FILTER_COLUMNS = ("tier", "lang", "model", "batch_id", "lease_reviewer")
 # columns a refresh (the final result replacing the cheap tier's) rewrites: never the time it joined, its lease or
 # its verdicts
 _REFRESHED = ("expires_at", "priority", "flagged", "forced", "tier", "lang", "model", "batch_id", "body")
@@ -72,7 +72,8 @@ c = review_items.c
 
 
 class ItemRow(msgspec.Struct, frozen=True):
-    """An item's stored body and where it stands: ``lease_id`` only while it is leased (status ``leased``)."""
+    """An item's stored body and where it stands: ``lease_id``, its holder and its end only while it is leased
+    (status ``leased``)."""
 
     id: str
     body: str
@@ -80,6 +81,8 @@ class ItemRow(msgspec.Struct, frozen=True):
     status: ItemStatus
     verdicts: int
     lease_id: str | None
+    leased_to: str | None = None
+    lease_expires: float | None = None
 
 
 class LeaseRow(msgspec.Struct, frozen=True):
@@ -116,10 +119,11 @@ def _status(row: Any, now: float) -> tuple[ItemStatus, str | None]:
 
 def _item_of(row: Any, now: float) -> ItemRow:
     status, lease = _status(row, now)
-    return ItemRow(row.id, row.body, float(row.enqueued_at), status, int(row.verdicts), lease)
+    holder, ends = (row.lease_reviewer, float(row.lease_expires)) if lease is not None else (None, None)
+    return ItemRow(row.id, row.body, float(row.enqueued_at), status, int(row.verdicts), lease, holder, ends)
 
 
-_ROW = (c.id, c.body, c.enqueued_at, c.verdicts, c.lease_id, c.lease_expires)
+_ROW = (c.id, c.body, c.enqueued_at, c.verdicts, c.lease_id, c.lease_reviewer, c.lease_expires)
 
 
 def _narrowed(query: Any, filters: dict[str, str], flagged_only: bool) -> Any:

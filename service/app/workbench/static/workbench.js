@@ -51,7 +51,12 @@
       "r": function () { return submit("renew"); },
       "j": function () { showFinding(1); return true; },
       "k": function () { showFinding(-1); return true; },
-      "q": function () { window.location.href = "/ui/queue"; return true; },
+      "q": function () {
+        // on an item the reviewer holds, leaving releases it (the form); elsewhere the queue
+        var leave = document.getElementById("leave");
+        if (leave) { var b = leave.querySelector("button[name=then]"); leave.requestSubmit ? leave.requestSubmit(b) : leave.submit(); return true; }
+        window.location.href = "/ui/queue"; return true;
+      },
       "?": function () { var d = document.getElementById("keys"); if (d && d.showModal) { d.showModal(); return true; } return false; }
     }[ev.key];
     if (go && go()) { ev.preventDefault(); }

@@ -77,6 +77,79 @@ class Reviewer:
         self.check()
 
 
+MODEL = "meta-llama/llama-3.1-70b"  # the AN 4.1 candidate that says "three" where the Pali says four
+
+SELECT_THREE = """() => {
+  const el = document.getElementById("candidate-text");
+  const mark = Array.from(el.querySelectorAll("mark")).find(m => m.textContent === "three");
+  const range = document.createRange();
+  range.selectNodeContents(mark.firstChild);
+  const sel = window.getSelection();
+  sel.removeAllRanges();
+  sel.addRange(range);
+  const before = document.createRange();
+  before.selectNodeContents(el);
+  before.setEnd(mark.firstChild, 0);
+  return Array.from(before.toString()).length;
+}"""
+
+
+@pytest.mark.slow
+def test_each_finding_accepted_or_rejected_and_a_missed_span_added_by_keyboard(
+    base_url: str, chain_seeded: Seeded
+) -> None:
+    """Issue 36 item 2: on the item page, j/k choose a finding, a accepts it, x rejects it; a selection in the
+    candidate and m mark an error span; the verdict keeps them all, and the API returns them."""
+    with chromium() as browser:
+        ana = Reviewer(browser, base_url, chain_seeded.key("ana"))
+        ana.page.goto(f"{base_url}/ui/queue?model={MODEL}&show=all")
+        ana.check()
+        ana.press("n")
+        item = ana.page.url.split("?")[0].rsplit("/", 1)[1]
+        ids = ana.page.eval_on_selector_all("select.judgement", "els => els.map(e => e.dataset.findingId)")
+        assert ids[:2] == ["critical.number", "critical.list_size"], ids
+        for key in ("j", "a", "j", "x"):
+            ana.page.keyboard.press(key)
+        assert ana.page.locator("#finding-1").get_attribute("class").count("judged-accept") == 1
+        start = ana.page.evaluate(SELECT_THREE)
+        ana.page.keyboard.press("m")
+        assert ana.page.locator("#span-dialog").is_visible()
+        ana.page.keyboard.press("Enter")  # the defaults: major, accuracy/mistranslation
+        assert "three" in ana.page.locator("#spans").inner_text()
+        ana.page.keyboard.press("e")
+        ana.page.keyboard.type("number")
+        ana.page.keyboard.press("Enter")  # Enter in a field never records the verdict
+        assert f"/ui/items/{item}" in ana.page.url and ana.page.locator("#verdict-form").count() == 1
+        ana.page.keyboard.press("Escape")
+        ana.page.keyboard.press("3")
+        ana.press("Control+Enter")
+        admin = {"Authorization": f"Bearer {chain_seeded.key('admin')}"}
+        for got in (
+            httpx.get(f"{base_url}/v1/review/items/{item}/verdicts", headers=admin).json()[0],
+            httpx.get(f"{base_url}/v1/review/items/{item}", headers=admin).json()["verdicts"][0],
+        ):
+            assert got["label"] == "MAJOR" and got["error_category"] == "number"
+            assert got["findings"] == [
+                {"finding": "critical.number", "decision": "accept", "severity": None},
+                {"finding": "critical.list_size", "decision": "reject", "severity": None},
+            ]
+            assert got["spans"] == [
+                {
+                    "side": "candidate",
+                    "start": start,
+                    "end": start + 5,
+                    "severity": "major",
+                    "category": "accuracy/mistranslation",
+                    "note": None,
+                }
+            ]
+        ana.page.goto(f"{base_url}/ui/items/{item}")
+        shown = ana.page.locator("section.history").inner_text()
+        assert "accepted" in shown and "rejected" in shown and "“three”" in shown
+        ana.press("q")
+        ana.ctx.close()
+
+
 @pytest.mark.slow
 def test_ten_keyboard_verdicts_in_a_row_by_two_reviewers(base_url: str, chain_seeded: Seeded) -> None:
     with chromium() as browser:

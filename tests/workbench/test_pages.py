@@ -3,6 +3,7 @@ per page, the API's wording on error pages, the reviewer taken from the key, hig
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import uuid
@@ -342,3 +343,40 @@ def test_a_lease_is_the_reviewers_whichever_sign_in_took_it(seeded: Seeded) -> N
         )
         assert done.headers["location"] == "/ui/leases?m=released"
         assert item_path not in second.get("/ui/leases").text
+
+
+def test_the_verdict_form_carries_judgements_of_findings_and_spans(tc: Any, seeded: Seeded) -> None:
+    """Issue 36 item 2 over HTTP: each finding's select sends a judgement (JSON), each marked span a span; one of
+    each arrives as a string, more as a list; a judgement the item has no finding for is refused, nothing stored."""
+    sign_in(tc, seeded.key("admin"))
+    item_path = _item_url(seeded, "d")
+    page = tc.get(item_path).text
+    options = [(json.loads(v), d) for v, d in re.findall(r"<option value='([^']+)' data-decision=\"(\w+)\"", page)]
+    assert ({"finding": "critical.number", "decision": "accept"}, "accept") in options
+    assert ({"finding": "critical.list_size", "decision": "regrade", "severity": "minor"}, "regrade") in options
+    csrf = form_token(page)
+    api = {"Authorization": f"Bearer {seeded.key('admin')}"}
+    before = tc.get(f"/v1/review/items/{seeded.item('d')}/verdicts", headers=api).json()
+    bad = tc.post(
+        f"{item_path}/verdict",
+        data={"csrf": csrf, "label": "MINOR", "then": "queue", "judgement": '{"finding":"nope","decision":"accept"}'},
+        follow_redirects=False,
+    )
+    assert bad.status_code == 422 and "not a finding of this item" in bad.text
+    span = '{"side":"source","start":0,"end":4,"severity":"minor","category":"accuracy/name"}'
+    good = tc.post(
+        f"{item_path}/verdict",
+        data={
+            "csrf": csrf,
+            "label": "MINOR",
+            "then": "queue",
+            "judgement": ['{"finding":"critical.number","decision":"accept"}', ""],
+            "span": span,
+        },
+        follow_redirects=False,
+    )
+    assert good.status_code == 303, good.text
+    after = tc.get(f"/v1/review/items/{seeded.item('d')}/verdicts", headers=api).json()
+    assert len(after) == len(before) + 1
+    assert after[-1]["findings"] == [{"finding": "critical.number", "decision": "accept", "severity": None}]
+    assert after[-1]["spans"][0]["category"] == "accuracy/name" and after[-1]["spans"][0]["end"] == 4

@@ -38,6 +38,7 @@ from service.app.workbench.pages import filters_of, item_page
 from service.app.workbench.render import CSP, page
 from service.app.workbench.sessions import Session
 from service.core.budget import DEFAULT_BUDGET
+from service.core.typology import CATEGORIES, SPAN_SEVERITIES
 from service.platform.auth import Principal
 from service.platform.errors import Conflict, Forbidden, MalformedRequest, NotFound
 from service.platform.settings import Settings
@@ -84,6 +85,23 @@ class VerdictForm(ClaimForm, forbid_unknown_fields=True):
     lease_id: str = ""
     request_key: str = ""  # the page's own Idempotency-Key: the same form sent twice records one verdict
     then: str = "next"  # "next": claim the next item; "queue": back to the queue
+    # the reviewer's word on each finding (a FindingJudgement) and each span she marked (an ErrorSpan), one JSON
+    # object per field: a field sent once arrives as a string, sent again as a list
+    judgement: str | list[str] = ""
+    span: str | list[str] = ""
+
+
+def _objects(given: str | list[str], what: str) -> list[Any]:
+    """The JSON objects of a repeated form field; their types are checked with the verdict's own (VerdictRequest)."""
+    out = []
+    for raw in [given] if isinstance(given, str) else given:
+        if not raw:  # a finding left unjudged
+            continue
+        try:
+            out.append(msgspec.json.decode(raw))
+        except msgspec.DecodeError as exc:
+            raise MalformedRequest(f"a {what} of the form is not JSON: {exc}") from exc
+    return out
 
 
 class LeaseForm(msgspec.Struct, forbid_unknown_fields=True):
@@ -285,6 +303,8 @@ async def item(
         keep=keep,
         keep_query=_query(**keep),
         labels=("VALID", "MINOR", "MAJOR"),
+        severities=SPAN_SEVERITIES,
+        categories=CATEGORIES,
         request_key=secrets.token_urlsafe(18),
     )
 
@@ -307,6 +327,8 @@ async def verdict(
                 "note": data.note.strip() or None,
                 "error_category": data.error_category.strip() or None,
                 "lease_id": lease_id,
+                "findings": _objects(data.judgement, "judgement"),
+                "spans": _objects(data.span, "span"),
             },
             VerdictRequest,
         )

@@ -4,6 +4,7 @@ checked for request state (session and form tokens) and for error pages. The thi
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -106,6 +107,18 @@ def test_each_finding_accepted_or_rejected_and_a_missed_span_added_by_keyboard(
         ana.check()
         ana.press("n")
         item = ana.page.url.split("?")[0].rsplit("/", 1)[1]
+        # at 800 px the verdict panel sits below the texts, never over the candidate, and nothing widens the page:
+        # the clause table scrolls in its own box
+        ana.page.set_viewport_size({"width": 800, "height": 900})
+        text, panel = ana.page.locator("#candidate-text").bounding_box(), ana.page.locator("aside.panel").bounding_box()
+        assert panel["y"] >= text["y"] + text["height"], (text, panel)
+        assert ana.page.evaluate("document.documentElement.scrollWidth") <= 800
+        cells = ana.page.eval_on_selector_all(
+            "table.aligned tr:first-child td",
+            "tds => tds.map(td => [td.getBoundingClientRect().left, td.getBoundingClientRect().right])",
+        )
+        assert all(a[1] <= b[0] + 1 for a, b in itertools.pairwise(cells)), cells  # side by side, no overlap
+        ana.page.set_viewport_size({"width": 1280, "height": 900})
         ids = ana.page.eval_on_selector_all("select.judgement", "els => els.map(e => e.dataset.findingId)")
         assert ids[:2] == ["critical.number", "critical.list_size"], ids
         for key in ("j", "a", "j", "x"):

@@ -3,16 +3,18 @@ per page, the API's wording on error pages, the reviewer taken from the key, hig
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 from litestar.testing import TestClient
 
-from service.app.workbench.assets import ASSETS, PINNED, STATIC_DIR, integrity
+from service.app.workbench.assets import ASSETS, IMMUTABLE, PINNED, STATIC_DIR, URLS, integrity
 from service.app.workbench.controllers import CSP
 from service.app.workbench.sessions import MAX_PER_KEY, SessionStore
 from service.review import item_id_of
@@ -222,13 +224,53 @@ def test_another_tenants_ids_answer_as_if_they_did_not_exist(app: Any, wb_settin
 
 
 def test_assets_are_pinned_and_named_with_their_hashes(tc: Any, seeded: Seeded) -> None:
+    """Issue 36: static files were sent no-store and uncompressed on every page; now each has a URL of its hash,
+    cached for good, gzipped for browsers that take it, and its old unhashed name is not served."""
     assert integrity(STATIC_DIR / "htmx.min.js") == PINNED["htmx.min.js"]
     page = tc.get("/ui/signin").text
     for name, sri in ASSETS.items():
-        assert f'/ui/static/{name}" integrity="{sri}"' in page
-        r = tc.get(f"/ui/static/{name}")
-        assert r.status_code == 200 and integrity_of(r.content) == sri
+        url = URLS[name]
+        digest = hashlib.sha256((STATIC_DIR / name).read_bytes()).hexdigest()[:10]
+        assert url.endswith(f".{digest}{Path(name).suffix}") and f'{url}" integrity="{sri}"' in page
+        r = tc.get(url, headers={"accept-encoding": "gzip"})
+        assert r.status_code == 200 and integrity_of(r.content) == sri  # (the client undoes the gzip)
+        assert r.headers["content-encoding"] == "gzip" and r.headers["cache-control"] == IMMUTABLE
+        assert int(r.headers["content-length"]) < len(r.content)
+        plain = tc.get(url, headers={"accept-encoding": "identity"})
+        assert "content-encoding" not in plain.headers and integrity_of(plain.content) == sri
+        assert tc.get(f"/ui/static/{name}").status_code == 404
     assert "<script>" not in page and "style=" not in page  # nothing inline: the CSP allows none
+
+
+def test_a_first_visit_is_asked_to_sign_in_not_told_its_session_ended(app: Any, seeded: Seeded) -> None:
+    with TestClient(app=app) as fresh:
+        first = fresh.get("/ui/queue", follow_redirects=False)
+        assert first.headers["location"] == "/ui/signin?next=%2Fui%2Fqueue"
+        assert "session has ended" not in fresh.get(first.headers["location"]).text
+        fresh.cookies.set("trisk_session", "an-old-one", path="/ui")
+        assert "m=ended" in fresh.get("/ui/queue", follow_redirects=False).headers["location"]
+
+
+def _contrast(fg: str, bg: str) -> float:
+    def lum(h: str) -> float:
+        rgb = [int(h[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+        lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+    hi, lo = sorted((lum(fg), lum(bg)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_severity_and_label_colours_pass_wcag_aa_on_every_background_they_sit_on() -> None:
+    """Issue 36: the MINOR label was 3.64:1 on white; AA asks 4.5:1 for text."""
+    css = (STATIC_DIR / "workbench.css").read_text()
+    var = dict(re.findall(r"--([\w-]+): (#[0-9a-fA-F]{6})", css))
+    # the page, the cards, a chosen label; text on a highlight is ink, not a severity colour
+    backgrounds = ["#ffffff", var["bg"], "#f4f8ff"]
+    assert _contrast(var["ink"], var["mark-critical"]) >= 4.5
+    for name in ("critical", "major", "minor", "info", "valid", "muted"):
+        worst = min(_contrast(var[name], bg) for bg in backgrounds)
+        assert worst >= 4.5, (name, var[name], round(worst, 2))
 
 
 def integrity_of(body: bytes) -> str:
@@ -318,7 +360,7 @@ def test_no_page_or_url_carries_request_state_and_every_candidate_is_shown(tc: A
     ):
         err = _checked(tc, tc.get(path))
         assert err.status_code == status and err.headers["content-security-policy"] == CSP, path
-        assert '<link rel="stylesheet" href="/ui/static/workbench.css' in err.text
+        assert f'<link rel="stylesheet" href="{URLS["workbench.css"]}"' in err.text
     for lease_page in re.findall(r'action="/ui/leases/([0-9a-f]+)/release"', tc.get("/ui/leases").text):
         tc.post(f"/ui/leases/{lease_page}/release", data={"csrf": csrf})
 

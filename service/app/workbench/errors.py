@@ -11,7 +11,7 @@ from litestar import Request, Response
 from litestar.response import Redirect
 
 from service.app.problems import exception_handlers, problem_for
-from service.app.workbench.access import SIGNIN_COOKIE, SignInRequired, cookie
+from service.app.workbench.access import COOKIE, SIGNIN_COOKIE, SignInRequired, cookie
 from service.app.workbench.render import page
 
 __all__ = ["page_exception_handlers", "with_page_errors"]
@@ -20,10 +20,11 @@ __all__ = ["page_exception_handlers", "with_page_errors"]
 def _page_problem(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     if isinstance(exc, SignInRequired):
         back = request.url.path if request.method == "GET" else ""
-        query = {"m": "ended"} | (
+        # "your session has ended" only to a browser that had one; a first visit is just asked to sign in
+        query = ({"m": "ended"} if request.cookies.get(COOKIE) else {}) | (
             {"next": back + (f"?{request.url.query}" if request.url.query else "")} if back else {}
         )
-        return Redirect("/ui/signin?" + urlencode(query), status_code=303)
+        return Redirect("/ui/signin" + (f"?{urlencode(query)}" if query else ""), status_code=303)
     problem = problem_for(request, exc)
     body: dict[str, Any] = problem.content if isinstance(problem.content, dict) else {}
     headers = {k: v for k, v in problem.headers.items() if k.lower() == "retry-after"}

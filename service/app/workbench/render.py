@@ -10,7 +10,7 @@ from litestar import Request
 from litestar.response import Template
 
 from service.app.workbench.access import reviewer_of, session_in
-from service.app.workbench.assets import ASSETS
+from service.app.workbench.assets import ASSETS, URLS
 from service.platform.auth import Principal
 
 __all__ = ["CSP", "MESSAGES", "page"]
@@ -49,6 +49,7 @@ def page(
         "reviewer": reviewer_of(principal) if principal is not None else None,
         "csrf": found[1].csrf if found is not None else "",
         "assets": ASSETS,
+        "asset_urls": URLS,
         "message": MESSAGES.get(str(request.query_params.get("m", ""))),
         "path": request.url.path,
         "now": time.time(),

@@ -339,6 +339,8 @@ class ReviewQueue:
         findings: tuple[FindingJudgement, ...] = (),
         spans: tuple[ErrorSpan, ...] = (),
         active_seconds: float | None = None,
+        replaces: int | None = None,
+        replace_seconds: float = 0.0,
     ) -> tuple[Verdict, bool]:
         """Record a verdict under the lease rules (``review_items.record_verdict``); returns it and whether it was
         stored already (a retry). Each judgement must name a finding of the item as stored (InputError otherwise),
@@ -365,6 +367,8 @@ class ReviewQueue:
             findings=findings,
             spans=spans,
             active_seconds=active_seconds,
+            replaces=replaces,
+            replace_seconds=replace_seconds,
         )
 
 

@@ -128,7 +128,7 @@ def test_each_finding_accepted_or_rejected_and_a_missed_span_added_by_keyboard(
         ana.page.keyboard.press("m")
         assert ana.page.locator("#span-dialog").is_visible()
         ana.page.keyboard.press("Enter")  # the defaults: major, accuracy/mistranslation
-        assert "three" in ana.page.locator("#spans").inner_text()
+        assert "three" in ana.page.locator("#spans").inner_text(), ana.errors
         ana.page.keyboard.press("e")
         ana.page.keyboard.type("number")
         ana.page.keyboard.press("Enter")  # Enter in a field never records the verdict

@@ -190,9 +190,9 @@ def test_claim_verdict_and_calibration_use_the_apis_logic_and_the_keys_reviewer(
     sign_in(tc, seeded.key("admin"))
     cal = tc.get("/ui/calibration").text
     assert f'<dd id="count-major">{report["labels"]["MAJOR"]}</dd>' in cal and report["labels"]["MAJOR"] >= 1
-    # a reviewed item says it has a verdict, and a further one is a second opinion
+    # a reviewed item says it has a verdict, hidden until one's own (a blind second opinion)
     again = tc.get(item_path).text
-    assert "already has 1 verdict" in again and "opinion 2" in again
+    assert "already has 1 verdict by other reviewers" in again and "three, not four" not in again
 
 
 def test_batch_page_shows_progress_and_the_one_ranking(tc: Any, seeded: Seeded) -> None:
@@ -422,3 +422,50 @@ def test_the_verdict_form_carries_judgements_of_findings_and_spans(tc: Any, seed
     assert len(after) == len(before) + 1
     assert after[-1]["findings"] == [{"finding": "critical.number", "decision": "accept", "severity": None}]
     assert after[-1]["spans"][0]["category"] == "accuracy/name" and after[-1]["spans"][0]["end"] == 4
+
+
+def test_a_reviewers_day_blind_second_opinions_and_replacing_her_own_verdict(seeded: Seeded) -> None:
+    """Issue 36 item 4: the queue shows what she did today and what is left; another reviewer's label is hidden until
+    she has given hers; her own verdict may be replaced (the page says so), never doubled."""
+    api = {"Authorization": f"Bearer {seeded.key('admin')}"}
+    with TestClient(app=make_app(seeded.settings)) as ana, TestClient(app=make_app(seeded.settings)) as ben:
+        fresh = ana.get("/v1/review/queue", params={"scope": "all", "status": "open"}, headers=api).json()["items"]
+        item_id = fresh[0]["id"]  # an item no one has judged yet (earlier tests judged some)
+        item_path = f"/ui/items/{item_id}"
+        sign_in(ana, seeded.key("ana"))
+        sign_in(ben, seeded.key("ben"))
+        queue = ana.get("/ui/queue").text
+        done = int(re.search(r'id="done-today">(\d+)<', queue).group(1))
+        assert re.search(r'id="left-top_1">[\d,]+\+?<', queue) and 'id="left-mine"' in queue
+        page = ana.get(item_path).text
+        r = ana.post(
+            f"{item_path}/verdict",
+            data={"csrf": form_token(page), "label": "MAJOR", "note": "ana's secret reason", "then": "queue",
+                  "active_seconds": "12"},
+            follow_redirects=False,
+        )  # fmt: skip
+        assert r.status_code == 303, r.text
+        assert int(re.search(r'id="done-today">(\d+)<', ana.get("/ui/queue").text).group(1)) == done + 1
+        # Ben does not see Ana's label or note before his own verdict
+        theirs = ben.get(item_path).text
+        assert 'id="blind"' in theirs and "ana&#39;s secret reason" not in theirs and "by Ana" not in theirs
+        ben.post(
+            f"{item_path}/verdict",
+            data={"csrf": form_token(theirs), "label": "VALID", "then": "queue"},
+            follow_redirects=False,
+        )
+        after = ben.get(item_path).text
+        assert "by Ana" in after and "ana&#39;s secret reason" in after and 'id="own"' in after
+        # Ana's own page: her verdict, and the form replaces it
+        mine = ana.get(item_path).text
+        assert 'id="own"' in mine and "You can still replace" in mine
+        own_id = re.search(r'name="replaces" value="(\d+)"', mine).group(1)
+        ana.post(
+            f"{item_path}/verdict",
+            data={"csrf": form_token(mine), "label": "MINOR", "replaces": own_id, "then": "queue"},
+            follow_redirects=False,
+        )
+        kept = ana.get(f"/v1/review/items/{item_id}/verdicts", headers=api).json()
+        anas = [v for v in kept if v["reviewer"].startswith("Ana")]
+        assert [(v["label"], v["supersedes"]) for v in anas] == [("MAJOR", None), ("MINOR", int(own_id))]
+        assert anas[0]["active_seconds"] == 12.0

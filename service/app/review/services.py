@@ -170,6 +170,9 @@ def verdict_out(v: Verdict) -> VerdictOut:
         v.opinion,
         list(v.findings),
         list(v.spans),
+        v.supersedes,
+        v.lease_seconds,
+        v.active_seconds,
     )
 
 
@@ -243,6 +246,9 @@ async def record_verdict(
         request_key=request_key,
         findings=tuple(data.findings),
         spans=tuple(data.spans),
+        active_seconds=data.active_seconds,
+        replaces=data.replaces,
+        replace_seconds=get_review_settings().replace_seconds,
     )
     return verdict_out(v), replayed
 

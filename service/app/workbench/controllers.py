@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import time
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
@@ -42,7 +44,7 @@ from service.platform.auth import Principal
 from service.platform.errors import Conflict, Forbidden, MalformedRequest, NotFound
 from service.platform.settings import Settings
 from service.review import MAX_OFFSET, ReviewQueue, get_review_settings
-from service.state.durable import DurableStore
+from service.state.durable import DurableStore, in_force
 from service.state.risk_catalog import ModelCatalog
 from service.state.store import Store
 
@@ -82,12 +84,21 @@ class VerdictForm(ClaimForm, forbid_unknown_fields=True):
     error_category: str = ""
     note: str = ""
     lease_id: str = ""
+    replaces: str = ""  # the id of her own verdict this one replaces
+    active_seconds: str = ""  # how long the page was in front of her (its script counts)
     request_key: str = ""  # the page's own Idempotency-Key: the same form sent twice records one verdict
     then: str = "next"  # "next": claim the next item; "queue": back to the queue
     # the reviewer's word on each finding (a FindingJudgement) and each span she marked (an ErrorSpan), one JSON
     # object per field: a field sent once arrives as a string, sent again as a list
     judgement: str | list[str] = ""
     span: str | list[str] = ""
+
+
+def _number(given: str, kind: type[int] | type[float], what: str) -> int | float | None:
+    try:
+        return kind(given) if given.strip() else None
+    except ValueError as exc:
+        raise MalformedRequest(f"{what} is not a number: {given[:40]!r}") from exc
 
 
 def _objects(given: str | list[str], what: str) -> list[Any]:
@@ -216,6 +227,7 @@ async def home(request: Request[Any, Any, Any]) -> Redirect:
 async def queue_page(
     request: Request[Any, Any, Any],
     review_queue: ReviewQueue,
+    db: DurableStore,
     tenant: str,
     tier: str = "",
     lang: str = "",
@@ -232,12 +244,38 @@ async def queue_page(
         request,
         "queue.html",
         page=listed,
+        day=await _day(review_queue, db, tenant, review.acting_reviewer(_principal(request)).name),
         filters=filters,
         keep=keep,
         status=filters.status,
         prev_query=_query(**keep, status=status, offset=str(max(0, offset - PAGE_SIZE)) if offset else ""),
         next_query=_query(**keep, status=status, offset=str(listed.next_offset or "")),
     )
+
+
+@dataclass(frozen=True)
+class Day:
+    """A reviewer's day: verdicts given since midnight (UTC), items her leases hold, flagged items pending per tier."""
+
+    done_today: int
+    leased_to_me: int
+    pending_by_tier: dict[str, str]  # tier -> count as the queue shows it ("1,000+" past the bound)
+
+
+async def _day(queue: ReviewQueue, db: DurableStore, tenant: str, me: str) -> Day:
+    midnight = time.time() // 86_400 * 86_400
+    done = await asyncio.to_thread(db.verdicts_given, tenant, me, midnight)
+
+    async def count(f: review.QueueFilters) -> str:
+        listed = await review.queue_page(queue, tenant, f, offset=0, limit=1)
+        return f"{listed.total:,}" + ("" if listed.total_exact else "+")
+
+    mine = await review.queue_page(
+        queue, tenant, review.QueueFilters(scope="all", status="leased", leased_to=me), offset=0, limit=1
+    )
+    tiers = ("top_1", "top_5", "top_10", "top_20")
+    counts = await asyncio.gather(*(count(review.QueueFilters(tier=t)) for t in tiers))
+    return Day(done, mine.total, dict(zip(tiers, counts, strict=True)))
 
 
 @post("/claim", include_in_schema=False, status_code=303, **page_access("review"))
@@ -287,15 +325,25 @@ async def item(
     show: str = "",
 ) -> Template:
     detail = await review.item_detail(review_queue, store, db, tenant, item_id)
+    me = review.acting_reviewer(_principal(request)).name
     # a lease is the reviewer's (her key's), whichever session took it
     holder = detail.item.leased_to
-    mine = holder is not None and holder == review.acting_reviewer(_principal(request)).name
+    mine = holder is not None and holder == me
     keep = filters_of({"tier": tier, "lang": lang, "model": model, "batch": batch, "show": show})
+    rs = get_review_settings()
+    counted = in_force(detail.verdicts)
+    own = next((v for v in reversed(counted) if v.reviewer == me), None)
     return page(
         request,
         "item.html",
         view=item_page(detail),
         d=detail,
+        own=own,
+        # her own verdict may be replaced for a while (a slip); a second opinion is another reviewer's
+        can_replace=own is not None and time.time() - own.created_at <= rs.replace_seconds,
+        # blind: others' labels and notes only once she has given her own
+        blind=rs.blind_second_opinions and own is None,
+        others=[v for v in counted if v.reviewer != me],
         mine=mine,
         lease_expires=detail.item.lease_expires if mine else None,
         leased_by_other=holder is not None and not mine,
@@ -328,6 +376,8 @@ async def verdict(
                 "lease_id": lease_id,
                 "findings": _objects(data.judgement, "judgement"),
                 "spans": _objects(data.span, "span"),
+                "replaces": _number(data.replaces, int, "replaces"),
+                "active_seconds": _number(data.active_seconds, float, "active_seconds"),
             },
             VerdictRequest,
         )

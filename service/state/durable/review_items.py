@@ -332,6 +332,8 @@ def record_verdict(
     findings: tuple[FindingJudgement, ...] = (),
     spans: tuple[ErrorSpan, ...] = (),
     active_seconds: float | None = None,
+    replaces: int | None = None,
+    replace_seconds: float = 0.0,
 ) -> tuple[Verdict, bool]:
     """Append a verdict and count it on the item, in one transaction with the item's row locked; returns the verdict
     and whether it was stored already (a retry). The rules, in order:
@@ -341,13 +343,17 @@ def record_verdict(
     - a cited lease must be the item's live lease in this tenant (Conflict: bogus, expired, released, another
       tenant's) and the caller's (Forbidden: another reviewer's);
     - an unreviewed item under a live lease takes a verdict only with that lease (Conflict);
-    - otherwise (open, or reviewed: a further opinion) no lease is needed.
+    - otherwise (open, or reviewed: a further opinion) no lease is needed;
+    - a reviewer gives one verdict per item: a second one (Conflict) only ``replaces`` her own last verdict on it,
+      within ``replace_seconds`` of giving it; the new one supersedes it and both are kept.
 
     ``snapshot(item_body)`` gives the snapshot the verdict copies from the item's stored body (and raises when the
     verdict does not fit the item: a judgement of a finding it does not have)."""
     # what was asked, to tell a retry from another verdict; the item's ids and snapshot are filled in below
     asked = Verdict(0, tenant, item_id, "", "", reviewer, label, error_category, note, lease_id, now, {})
-    asked = msgspec.structs.replace(asked, findings=findings, spans=spans, active_seconds=active_seconds)
+    asked = msgspec.structs.replace(
+        asked, findings=findings, spans=spans, active_seconds=active_seconds, supersedes=replaces
+    )
     with store._insert() as con:
         item = con.execute(
             sa.select(
@@ -372,7 +378,7 @@ def record_verdict(
             )
             if not repeats:
                 continue
-            if _same_request(v, asked) and v.lease_id == lease_id:
+            if _same_request(v, asked) and v.lease_id == lease_id and v.supersedes == replaces:
                 return v, True
             what = "Idempotency-Key" if request_key is not None and key == request_key else f"lease {lease_id!r}"
             raise Conflict(
@@ -380,6 +386,9 @@ def record_verdict(
                 "opinion without it",
                 extra={"verdict_id": v.id},
             )
+        _one_verdict_each(
+            [v for v, _ in earlier], item_id, reviewer, replaces=replaces, replace_seconds=replace_seconds, now=now
+        )
         live_lease = item.lease_id is not None and item.lease_expires > now
         if lease_id is not None:
             if not live_lease or item.lease_id != lease_id:
@@ -410,6 +419,31 @@ def record_verdict(
         )
         con.execute(review_items.update().where(c.tenant == tenant, c.id == item_id).values(verdicts=c.verdicts + 1))
     return verdict, False
+
+
+def _one_verdict_each(
+    earlier: list[Verdict], item_id: str, reviewer: str, *, replaces: int | None, replace_seconds: float, now: float
+) -> None:
+    """A reviewer's verdicts on an item: one in force; a new one only replaces her last, within the window."""
+    replaced = {v.supersedes for v in earlier if v.supersedes is not None}
+    mine = [v for v in earlier if v.reviewer == reviewer and v.id not in replaced]
+    if replaces is None:
+        if mine:
+            raise Conflict(
+                f"you gave verdict {mine[-1].id} on item {item_id!r} already: a second opinion is another reviewer's; "
+                f"replace yours (replaces={mine[-1].id}) within {replace_seconds:.0f} s of giving it",
+                extra={"verdict_id": mine[-1].id},
+            )
+        return
+    if not mine or mine[-1].id != replaces:
+        raise Conflict(
+            f"verdict {replaces} is not your verdict in force on item {item_id!r}: only that one is replaced"
+        )
+    if now - mine[-1].created_at > replace_seconds:
+        raise Conflict(
+            f"verdict {replaces} was given {now - mine[-1].created_at:.0f} s ago: it can be replaced for "
+            f"{replace_seconds:.0f} s (TRISK_REVIEW_REPLACE_SECONDS)"
+        )
 
 
 def delete_items_of(con: Connection, tenant: str, assessment_ids: list[str]) -> int:

@@ -97,11 +97,21 @@
   if (spanDialog) {
     spanDialog.addEventListener("close", function () { if (spanDialog.returnValue === "add") { addSpan(); } });
     spanDialog.addEventListener("keydown", function (ev) {
-      if (ev.key === "Enter") { ev.preventDefault(); spanDialog.close("add"); }
+      // added at once (the close event comes later; the span is in the form before the next key)
+      if (ev.key === "Enter") { ev.preventDefault(); addSpan(); spanDialog.close("add"); }
     });
   }
   // Enter in a field of the verdict form never records the verdict (Ctrl+Enter does)
   var verdictForm = document.getElementById("verdict-form");
+  // active time: seconds the page was shown and focused, sent with the verdict
+  var active = document.getElementById("active-seconds");
+  if (active) {
+    var seconds = 0;
+    window.setInterval(function () {
+      if (document.visibilityState === "visible" && document.hasFocus()) { seconds += 1; }
+    }, 1000);
+    verdictForm.addEventListener("submit", function () { active.value = String(seconds); });
+  }
   if (verdictForm) {
     verdictForm.addEventListener("keydown", function (ev) {
       var t = ev.target;

@@ -34,7 +34,7 @@ from service.app.personas.controllers import PersonaController
 from service.app.poller.controllers import PollerController
 from service.app.problems import exception_handlers
 from service.app.resources import Resources, open_queue
-from service.app.review.controllers import AdjudicationController, ReviewController
+from service.app.review.controllers import AdjudicationController, ReviewController, VerdictExportController
 from service.app.workbench import template_config, with_page_errors, workbench_handlers
 from service.core.novelty import load_indexes
 from service.core.risk import RiskRegistry
@@ -84,6 +84,7 @@ class TriskPlugin(InitPluginProtocol):
                 ExportController,
                 BatchController,
                 ReviewController,
+                VerdictExportController,
                 AdjudicationController,
                 CalibrationController,
                 KeyController,

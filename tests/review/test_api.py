@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -346,6 +347,14 @@ def test_the_reviewers_word_on_each_finding_and_her_spans_are_kept_and_returned(
         assert v["findings"] == [said[0], {**said[1], "severity": None}]
         assert v["spans"] == [{**marked[0], "note": None}]
     assert api.get(f"/v1/review/items/{item}").json()["verdicts"][0]["spans"] == [{**marked[0], "note": None}]
+    exported = api.get("/v1/exports/verdicts")
+    assert exported.status_code == 200 and exported.headers["content-type"].startswith("application/x-ndjson")
+    lines = [json.loads(line) for line in exported.text.splitlines()]
+    assert [(v["item_id"], v["findings"], v["spans"]) for v in lines] == [
+        (item, made.json()["findings"], made.json()["spans"])
+    ]
+    assert api.get("/v1/exports/verdicts", params={"since": made.json()["created_at"] + 1}).text == ""
+    assert api.get("/v1/exports/verdicts", params={"since": 5, "until": 1}).status_code == 422
 
 
 def test_one_verdict_per_reviewer_replaced_within_the_window_and_timed(

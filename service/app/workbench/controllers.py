@@ -387,11 +387,16 @@ async def verdict(
     await review.record_verdict(review_queue, store, tenant, who, item_id, given, data.request_key[:200] or None)
     if lease_id is not None:
         # the item is reviewed: the lease (one item) is done; an already ended lease is no matter
-        with contextlib.suppress(NotFound, Conflict):  # the lease ended meanwhile
-            await review.release(review_queue, tenant, who, lease_id)
+        await _give_back(review_queue, tenant, who, lease_id)
     if data.then == "next":
         return await _claim_and_go(request, review_queue, tenant, token, data)
     return see_other("/ui/queue" + _query(**data.kept(), m="recorded"))
+
+
+async def _give_back(queue: ReviewQueue, tenant: str, who: review.Reviewer, lease_id: str) -> None:
+    """Release a lease the reviewer is done with; one that ended meanwhile (expired, released) is no matter."""
+    with contextlib.suppress(NotFound, Conflict):
+        await review.release(queue, tenant, who, lease_id)
 
 
 @post("/leases/{lease_id:str}/renew", include_in_schema=False, status_code=303, **page_access("review"))
@@ -435,8 +440,7 @@ async def skip(
     token, _ = form_session(request, data.csrf)
     go = await _claim_and_go(request, review_queue, tenant, token, data) if data.then == "next" else None
     if data.lease_id:
-        with contextlib.suppress(NotFound, Conflict):  # ended meanwhile, or reviewed: nothing left to release
-            await review.release(review_queue, tenant, review.acting_reviewer(_principal(request)), data.lease_id)
+        await _give_back(review_queue, tenant, review.acting_reviewer(_principal(request)), data.lease_id)
     return go or see_other("/ui/queue" + _query(**data.kept(), m="released"))
 
 

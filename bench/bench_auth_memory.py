@@ -26,7 +26,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.support.evaluation import Stack  # noqa: E402
+from tests.support.evaluation import Stack, wait_live  # noqa: E402
 
 
 def rss_kib(pid: int) -> int:
@@ -49,16 +49,7 @@ def main() -> None:
     stack = Stack(None, 0, env, log_dir=work)
     try:
         client = httpx.Client(base_url=stack.url, timeout=30)
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if client.get("/health/live").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the API did not start (logs in {work})")
-            time.sleep(0.3)
+        wait_live(client, work)
         api = stack.apis[0].pid
         for _ in range(1000):
             client.get("/v1/keys", headers={"Authorization": f"Bearer {random_key()}"})

@@ -31,8 +31,8 @@ from service.app.metrics.controllers import MetricsController, refresh_queue_dep
 from service.app.novelty.controllers import NoveltyController
 from service.app.problems import exception_handlers
 from service.app.resources import Resources, open_queue
-from service.app.review.controllers import AdjudicationController, ReviewController
-from service.app.workbench import template_config, workbench_handlers
+from service.app.review.controllers import AdjudicationController, ReviewController, VerdictExportController
+from service.app.workbench import template_config, with_page_errors, workbench_handlers
 from service.companions.mata.controllers import MataController
 from service.companions.personas.controllers import PersonaController
 from service.companions.poller.controllers import PollerController
@@ -84,6 +84,7 @@ class TriskPlugin(InitPluginProtocol):
                 ExportController,
                 BatchController,
                 ReviewController,
+                VerdictExportController,
                 AdjudicationController,
                 CalibrationController,
                 KeyController,
@@ -99,7 +100,7 @@ class TriskPlugin(InitPluginProtocol):
         if not self.settings.api.metrics_port:
             app_config.route_handlers.append(MetricsController)
         app_config.dependencies.update({**dependencies(), **self.dependency_overrides})
-        app_config.exception_handlers.update(exception_handlers)
+        app_config.exception_handlers.update(with_page_errors(exception_handlers))
         app_config.lifespan.append(self._lifespan)
         app_config.openapi_config = OpenAPIConfig(
             title="trisk",

@@ -211,6 +211,22 @@ class Stack:
             shutil.rmtree(self.redis.data_dir, ignore_errors=True)
 
 
+def wait_live(client: Any, work: Path, seconds: float = 120) -> None:
+    """Until the API process answers at all (/health/live); its logs are in ``work``."""
+    import httpx
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if client.get("/health/live").status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the API did not start (logs in {work})")
+        time.sleep(0.3)
+
+
 def wait_ready(client: Any, seconds: float = 300) -> None:
     """Until /health/ready says yes (the index is loaded and Redis answers)."""
     import httpx

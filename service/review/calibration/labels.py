@@ -17,7 +17,7 @@ import msgspec
 
 from service.core.ranking import FORCING_LEVEL, priority
 from service.core.types import Flag, Severity, SignalResult, SignalValue
-from service.state.durable import DurableStore, Label
+from service.state.durable import DurableStore, Label, in_force
 
 __all__ = ["SEVERITY", "LabelledItem", "human_items", "panel_items"]
 
@@ -78,9 +78,10 @@ def _majority(labels: Sequence[Label]) -> Label:
 
 
 def human_items(db: DurableStore, tenant: str, candidate_model: str | None = None) -> tuple[list[LabelledItem], int]:
-    """Items with human verdicts (majority label per item) and the number of verdicts they rest on."""
+    """Items with human verdicts (majority label per item) and the number of verdicts they rest on; a verdict its
+    reviewer replaced does not count."""
     by_item: dict[str, list[Any]] = {}
-    for v in db.verdicts(tenant):
+    for v in in_force(db.verdicts(tenant)):
         by_item.setdefault(v.item_id, []).append(v)
     items = []
     n_verdicts = 0

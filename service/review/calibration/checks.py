@@ -23,13 +23,14 @@ from typing import Any
 
 from service.core.metrics import wilson_interval
 from service.core.ranking import HardFlagRule
-from service.core.typology import CATEGORIES, Category, Decision, ErrorSpan, SpanSeverity
+from service.core.typology import CATEGORIES, RULE_CATEGORY, Category, Decision, ErrorSpan, SpanSeverity
 
 __all__ = [
     "JudgedFinding",
     "check_precision",
     "demotion_proposals",
     "reviewer_recall",
+    "without_forcing",
 ]
 
 
@@ -144,3 +145,12 @@ def demotion_proposals(
             }
         )
     return out
+
+
+def without_forcing(rule: HardFlagRule, checks: Sequence[str]) -> HardFlagRule:
+    """``rule`` with ``checks`` no longer forcing; a rule that forces any check (``rules`` None) is first spelled out
+    as every check the typology knows."""
+    if not checks:
+        return rule
+    listed = rule.rules if rule.rules is not None else list(RULE_CATEGORY)
+    return HardFlagRule(rule.force_to_top, list(rule.severities), [r for r in listed if r not in checks])

@@ -21,9 +21,11 @@ from typing import Any, NamedTuple
 import msgspec
 
 from service.core.budget import Budget
+from service.core.findings import check_judgements, findings_of
 from service.core.records import LLM_SIGNALS, Routing
 from service.core.risk import RiskResult
 from service.core.types import Flag, SignalResult, SignalValue
+from service.core.typology import ErrorSpan, FindingJudgement
 from service.platform.errors import InputError
 from service.state.durable import review_items as rows
 from service.state.durable.records import Label, Verdict
@@ -321,9 +323,19 @@ class ReviewQueue:
         note: str | None = None,
         lease_id: str | None = None,
         request_key: str | None = None,
+        findings: tuple[FindingJudgement, ...] = (),
+        spans: tuple[ErrorSpan, ...] = (),
+        active_seconds: float | None = None,
     ) -> tuple[Verdict, bool]:
         """Record a verdict under the lease rules (``review_items.record_verdict``); returns it and whether it was
-        stored already (a retry)."""
+        stored already (a retry). Each judgement must name a finding of the item as stored (InputError otherwise),
+        checked in the verdict's transaction against the snapshot the verdict keeps."""
+
+        def snapshot(body: str) -> dict[str, Any]:
+            item = _item_dec.decode(body)
+            check_judgements(findings_of(item.snapshot.flags), findings)
+            return verdict_snapshot(item)
+
         return await asyncio.to_thread(
             rows.record_verdict,
             self.db,
@@ -335,8 +347,11 @@ class ReviewQueue:
             note=note,
             lease_id=lease_id,
             request_key=request_key,
-            snapshot=lambda body: verdict_snapshot(_item_dec.decode(body)),
+            snapshot=snapshot,
             now=time.time(),
+            findings=findings,
+            spans=spans,
+            active_seconds=active_seconds,
         )
 
 

@@ -177,9 +177,11 @@ def test_a_file_of_the_hand_written_schema_is_adopted_without_losing_a_row(
         assert upgrade(engine) == (None, head())
         con = sqlite3.connect(path)
         after = _rows(con)
-        # 0006 adds verdicts.request_key (the Idempotency-Key of verdicts since), empty on every earlier verdict
-        assert [row[-1] for row in after["verdicts"]] == [None] * len(before["verdicts"])
-        after["verdicts"] = [row[:-1] for row in after["verdicts"]]
+        # 0006 adds verdicts.request_key (the Idempotency-Key of verdicts since), 0008 the judgements of findings,
+        # spans, the verdict replaced and the timing: six columns empty on every earlier verdict
+        added = 6
+        assert [row[-added:] for row in after["verdicts"]] == [(None,) * added] * len(before["verdicts"])
+        after["verdicts"] = [row[:-added] for row in after["verdicts"]]
         assert after == before  # every row, every column, ids and timestamps included
         con.close()
         assert schema_differences(engine) == []  # indistinguishable from a new file

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
 from service.core.judges.poller import Persona
+from service.core.typology import ErrorSpan, FindingJudgement
 from service.platform.auth import new_key
 from service.platform.settings import DurableSettings
 from service.review.adjudication_jobs import store_once
@@ -31,6 +32,7 @@ from service.state.durable import (
 from service.state.durable.access import AccessStore
 from service.state.durable.personas import PersonaStore
 from service.state.durable.schema import metadata
+from service.state.durable.store import insert_verdict
 from tests.durable_support import PostgresServer, migrated_store
 
 
@@ -115,6 +117,31 @@ def test_verdicts_read_back_as_written_numbered_per_item(durable_store: DurableS
     assert durable_store.verdicts(tenant, "i1") == [v1, v3]
     assert durable_store.verdicts(tenant, "nosuch") == []
     assert durable_store.verdicts(f"{tenant}-other") == []
+
+
+def test_judgements_spans_and_timing_read_back_as_written(durable_store: DurableStore, tenant: str) -> None:
+    said = (
+        FindingJudgement("critical.list_size", "reject"),
+        FindingJudgement("critical.name", "regrade", "minor"),
+        FindingJudgement("critical.name#2", "accept"),
+    )
+    marked = (
+        ErrorSpan("candidate", 4, 9, "major", "accuracy/omission", note="drops 'six'"),
+        ErrorSpan("source", 0, 0, "minor", "style"),
+    )
+    judged = add_verdict(durable_store, tenant, "i1", "MINOR", findings=said, spans=marked)
+    plain = add_verdict(durable_store, tenant, "i2", "VALID")
+    with durable_store._insert() as con:  # the queue's insert, with the fields only it sets
+        replaced = msgspec.structs.replace(
+            plain, item_id="i3", supersedes=plain.id, lease_seconds=12.5, active_seconds=7.25
+        )
+        timed = insert_verdict(con, replaced)
+    assert durable_store.verdicts(tenant) == [judged, plain, timed]
+    back = durable_store.verdicts(tenant, "i1")[0]
+    assert back.findings == said and back.spans == marked
+    assert (plain.findings, plain.spans, plain.supersedes, plain.lease_seconds) == ((), (), None, None)
+    assert durable_store.verdicts(tenant, "i3")[0].supersedes == plain.id
+    assert durable_store.verdicts(tenant, "i3")[0].active_seconds == 7.25
 
 
 def test_a_bad_label_is_refused_by_the_database(durable_store: DurableStore, tenant: str) -> None:

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 import pytest
 from redis.asyncio import Redis
 
+from service.core.types import Flag
 from service.platform.settings import DurableSettings, get_settings
 from service.review import MAX_OFFSET
 from service.state.durable import DurableStore, database_url, make_engine, open_store
@@ -294,3 +295,54 @@ def test_a_retried_verdict_is_recorded_once_and_further_opinions_stay_possible(a
         (alice_name, "MAJOR", s.lease["lease_id"]),
         (bob_name, "MINOR", None),
     ]
+
+
+FLAGGED = [
+    {
+        "id": "a",
+        "model": "m1",
+        "pct": 99.5,
+        "signals": {"s": 3.0},
+        "text": "Rathapala heard five of the six.",
+        "flags": [
+            Flag(rule="critical.name", severity="major", detail="Rathapal"),
+            Flag(rule="critical.list_size", severity="major", detail="six"),
+        ],
+    },
+    CANDS[1],
+]
+
+
+def test_the_reviewers_word_on_each_finding_and_her_spans_are_kept_and_returned(api: Any, tenant: str) -> None:
+    """Issue 36: a verdict carries judgements of the item's findings (by the ids the item lists) and error spans;
+    GET of the item and of its verdicts return them; an unknown finding or a span past its text is a 422."""
+    st = seed(tenant, FLAGGED, ref="mn82:24")
+    item = iid(st, "a")
+    listed = api.get(f"/v1/review/items/{item}").json()["findings"]
+    assert [(f["id"], f["category"]) for f in listed] == [
+        ("critical.name", "accuracy/name"),
+        ("critical.list_size", "accuracy/number"),
+    ]
+    url = f"/v1/review/items/{item}/verdict"
+    said = [
+        {"finding": "critical.name", "decision": "regrade", "severity": "minor"},
+        {"finding": "critical.list_size", "decision": "reject"},
+    ]
+    marked = [{"side": "candidate", "start": 10, "end": 15, "severity": "major", "category": "accuracy/number"}]
+    for findings, spans, words in (
+        ([{"finding": "critical.number", "decision": "accept"}], [], "not a finding of this item"),
+        ([{"finding": "critical.name", "decision": "regrade"}], [], "regrade"),
+        (said, [{**marked[0], "end": 99}], "beyond the candidate's 32 characters"),
+    ):
+        bad = api.post(url, json={"label": "MINOR", "findings": findings, "spans": spans})
+        assert bad.status_code == 422, bad.text
+        assert bad.headers["content-type"].startswith("application/problem+json") and words in bad.json()["detail"]
+    assert api.get(f"/v1/review/items/{item}/verdicts").json() == []  # nothing stored by a refused verdict
+    bad_category = api.post(url, json={"label": "MINOR", "spans": [{**marked[0], "category": "vibes"}]})
+    assert bad_category.status_code == 400, bad_category.text
+    made = api.post(url, json={"label": "MINOR", "findings": said, "spans": marked})
+    assert made.status_code == 201, made.text
+    for v in (made.json(), api.get(f"/v1/review/items/{item}/verdicts").json()[0]):
+        assert v["findings"] == [said[0], {**said[1], "severity": None}]
+        assert v["spans"] == [{**marked[0], "note": None}]
+    assert api.get(f"/v1/review/items/{item}").json()["verdicts"][0]["spans"] == [{**marked[0], "note": None}]

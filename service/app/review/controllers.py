@@ -119,7 +119,10 @@ class ReviewController(Controller):
         "/items/{item_id:str}/verdict",
         operation_id="recordVerdict",
         **access("review"),
-        summary="Record a verdict (VALID, MINOR or MAJOR); a further verdict is kept as another opinion",
+        summary=(
+            "Record a verdict (VALID, MINOR or MAJOR) with the reviewer's word on each finding and the errors she "
+            "marked; a further verdict is kept as another opinion"
+        ),
         description=(
             "The reviewer is the key's. An unreviewed item under a live lease takes a verdict only citing that lease, "
             "held by this key (409 for a lease that does not hold the item, 403 for another reviewer's). A retry is "
@@ -133,13 +136,14 @@ class ReviewController(Controller):
         item_id: str,
         data: VerdictRequest,
         review_queue: ReviewQueue,
+        store: Store,
         tenant: str,
         idempotency_key: str | None = Parameter(
             header="Idempotency-Key", default=None, max_length=200, description="makes a retried verdict safe"
         ),
     ) -> Response[VerdictOut]:
         who = services.acting_reviewer(principal_of(request), data.reviewer)
-        out, replayed = await services.record_verdict(review_queue, tenant, who, item_id, data, idempotency_key)
+        out, replayed = await services.record_verdict(review_queue, store, tenant, who, item_id, data, idempotency_key)
         return Response(out, status_code=200 if replayed else 201)
 
     @get(

@@ -7,10 +7,12 @@ from typing import Annotated, Literal
 import msgspec
 
 from service.core.budget import Budget
+from service.core.findings import Finding
 from service.core.judges.llm import CandidateChecks
 from service.core.records import Routing, Status
 from service.core.risk import RiskResult
 from service.core.types import Flag, SignalResult
+from service.core.typology import ErrorSpan, FindingJudgement
 from service.review.adjudication import JudgeVote
 from service.state.durable import Label
 from service.state.durable.review_items import COUNTED
@@ -124,6 +126,23 @@ class VerdictRequest(msgspec.Struct, forbid_unknown_fields=True):
     note: Annotated[str, msgspec.Meta(max_length=10_000)] | None = None
     error_category: Annotated[str, msgspec.Meta(max_length=100)] | None = None
     lease_id: str | None = None
+    findings: Annotated[
+        list[FindingJudgement],
+        msgspec.Meta(
+            max_length=200,
+            description=(
+                "the reviewer's word on findings the item lists (`findings[].id` of GET /v1/review/items/{item_id}): "
+                "accept, reject, or regrade with a severity; an id the item does not list is a 422"
+            ),
+        ),
+    ] = msgspec.field(default_factory=list)
+    spans: Annotated[
+        list[ErrorSpan],
+        msgspec.Meta(
+            max_length=200,
+            description="errors the reviewer marked herself: offsets into the candidate's (or source's) NFC text",
+        ),
+    ] = msgspec.field(default_factory=list)
 
 
 class VerdictOut(msgspec.Struct):
@@ -139,6 +158,8 @@ class VerdictOut(msgspec.Struct):
     lease_id: str | None
     created_at: float
     opinion: int
+    findings: list[FindingJudgement] = msgspec.field(default_factory=list)
+    spans: list[ErrorSpan] = msgspec.field(default_factory=list)
 
 
 class ReviewCandidate(msgspec.Struct):
@@ -185,6 +206,8 @@ class ReviewItemOut(msgspec.Struct):
     budget: Budget | None
     verdicts: list[VerdictOut]
     adjudications: list[AdjudicationOut]
+    # the item's findings (its stored flags) with the ids a verdict's judgements name
+    findings: list[Finding] = msgspec.field(default_factory=list)
     # what each judge answered on this candidate (a score, an answer that did not parse, a timeout...), and how the
     # assessment's LLM tier stands; None when the tier did not run or the assessment has expired
     judge_answers: CandidateChecks | None = None

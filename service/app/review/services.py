@@ -24,6 +24,7 @@ from service.app.review.schemas import (
     VerdictOut,
     VerdictRequest,
 )
+from service.core.findings import check_spans, findings_of
 from service.core.judges.llm import CandidateChecks
 from service.core.types import SignalResult
 from service.platform.auth import Principal
@@ -151,6 +152,8 @@ def verdict_out(v: Verdict) -> VerdictOut:
         v.lease_id,
         v.created_at,
         v.opinion,
+        list(v.findings),
+        list(v.spans),
     )
 
 
@@ -185,8 +188,20 @@ async def release(queue: ReviewQueue, tenant: str, who: Reviewer, lease_id: str)
     return ReleaseOut(lease_id=lease_id, released=released)
 
 
+async def _texts(queue: ReviewQueue, store: Store, tenant: str, item_id: str) -> dict[str, str] | None:
+    """The item's source and candidate as submitted, by side (None once its assessment has expired)."""
+    item = await queue.item(tenant, item_id)
+    try:
+        state = await store.get(tenant, item.assessment_id)
+    except NotFound:
+        return None
+    candidate = next((c.text for c in state.meta.request.candidates if c.id == item.candidate_id), "")
+    return {"source": state.meta.request.source.text, "candidate": candidate}
+
+
 async def record_verdict(
     queue: ReviewQueue,
+    store: Store,
     tenant: str,
     who: Reviewer,
     item_id: str,
@@ -194,7 +209,10 @@ async def record_verdict(
     request_key: str | None = None,
 ) -> tuple[VerdictOut, bool]:
     """Append the verdict and count it on the item in one transaction, under the lease rules; returns it and whether
-    it was stored before (a retry: ``request_key`` is the request's Idempotency-Key)."""
+    it was stored before (a retry: ``request_key`` is the request's Idempotency-Key). Judgements must name the item's
+    findings and spans lie within their texts (422 otherwise, nothing stored)."""
+    if data.spans:
+        check_spans(data.spans, await _texts(queue, store, tenant, item_id))
     v, replayed = await queue.verdict(
         tenant,
         item_id,
@@ -204,6 +222,8 @@ async def record_verdict(
         note=data.note,
         lease_id=data.lease_id,
         request_key=request_key,
+        findings=tuple(data.findings),
+        spans=tuple(data.spans),
     )
     return verdict_out(v), replayed
 
@@ -254,6 +274,7 @@ async def item_detail(queue: ReviewQueue, store: Store, db: DurableStore, tenant
         adjudications=adjs,
         judge_answers=answers,
         llm_tier=llm_tier,
+        findings=findings_of(snap.flags),
     )
 
 

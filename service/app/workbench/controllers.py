@@ -298,6 +298,7 @@ async def verdict(
     request: Request[Any, Any, Any],
     item_id: str,
     review_queue: ReviewQueue,
+    store: Store,
     tenant: str,
     data: Annotated[VerdictForm, Form],
 ) -> Redirect:
@@ -316,7 +317,7 @@ async def verdict(
     except msgspec.ValidationError as exc:
         raise MalformedRequest(str(exc)) from exc
     who = review.acting_reviewer(_principal(request))
-    await review.record_verdict(review_queue, tenant, who, item_id, given, data.request_key[:200] or None)
+    await review.record_verdict(review_queue, store, tenant, who, item_id, given, data.request_key[:200] or None)
     if lease_id is not None:
         # the item is reviewed: the lease (one item) is done; an already ended lease is no matter
         with contextlib.suppress(NotFound, Conflict):  # the lease ended meanwhile

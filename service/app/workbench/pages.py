@@ -17,8 +17,9 @@ from typing import Any
 from service.app.review.schemas import ReviewItemOut
 from service.core.critical.align import clause_rows, parse
 from service.core.critical.locate import Highlights, Span, locate
+from service.core.findings import Finding as ListedFinding
 from service.core.judges.llm import CandidateChecks
-from service.core.types import Flag, SignalSkipped, SignalValue
+from service.core.types import SignalSkipped, SignalValue
 
 __all__ = [
     "SEVERITY_ORDER",
@@ -155,9 +156,11 @@ def pieces(text: str, marked: Sequence[tuple[Span, int, str]], lo: int = 0, hi: 
 
 @dataclass
 class Finding:
-    """A flag as the reviewer reads it: its number (the highlight's key), wording and where it is marked."""
+    """A finding as the reviewer reads it: its number (the highlight's key), its id (what her judgement of it
+    names), wording and where it is marked."""
 
     number: int
+    id: str
     rule: str
     severity: str
     detail: str
@@ -205,10 +208,11 @@ def _nfc(text: str) -> str:
     return unicodedata.normalize("NFC", text)
 
 
-def _findings(flags: Iterable[Flag], candidate: str, peers: Sequence[str]) -> list[Finding]:
+def _findings(listed: Iterable[ListedFinding], candidate: str, peers: Sequence[str]) -> list[Finding]:
     out = []
-    ordered = sorted(flags, key=lambda f: SEVERITY_ORDER.get(f.severity, 9))
-    for n, flag in enumerate(ordered, 1):
+    ordered = sorted(listed, key=lambda f: SEVERITY_ORDER.get(f.severity, 9))
+    for n, found in enumerate(ordered, 1):
+        flag = found.flag()
         hl = locate(flag, candidate, peers)
         if hl.candidate:
             where = "marked in the candidate"
@@ -216,7 +220,7 @@ def _findings(flags: Iterable[Flag], candidate: str, peers: Sequence[str]) -> li
             where = "marked in the peers that have it"
         else:
             where = "no single place to mark: it is about the passage as a whole"
-        out.append(Finding(n, flag.rule, flag.severity, flag.detail, hl, where))
+        out.append(Finding(n, found.id, flag.rule, flag.severity, flag.detail, hl, where))
     return out
 
 
@@ -289,8 +293,8 @@ def item_page(detail: ReviewItemOut) -> ItemPage:
     cand = detail.candidate
     candidate = _nfc(cand.text) if cand is not None else ""
     peers = [_nfc(p.text) for p in detail.peers]
-    flags = cand.flags if cand is not None else detail.flags
-    findings = _findings(flags, candidate, peers)
+    # the item's findings as stored with it (the ones a verdict judges), never the assessment's later flags
+    findings = _findings(detail.findings, candidate, peers)
     marks = [(s, f.number, f.severity) for f in findings for s in f.highlights.candidate]
     judges, checks = _judge_lines(detail.judge_answers, detail)
     counts: dict[str, int] = {}

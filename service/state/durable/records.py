@@ -33,6 +33,11 @@ class Verdict(msgspec.Struct):
     # the reviewer's word on each finding the item showed, and the errors she marked that no finding named
     findings: tuple[FindingJudgement, ...] = ()
     spans: tuple[ErrorSpan, ...] = ()
+    # the id of her own earlier verdict on the item this one replaces (both are kept; the later one counts)
+    supersedes: int | None = None
+    # seconds from the claim to the verdict (None: given without a lease), and with the item's page in front of her
+    lease_seconds: float | None = None
+    active_seconds: float | None = None
 
 
 class Adjudication(msgspec.Struct):

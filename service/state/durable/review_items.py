@@ -31,6 +31,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
+from service.core.typology import ErrorSpan, FindingJudgement
 from service.platform.errors import Conflict, Forbidden, NotFound
 from service.state.durable.engine import unflushed_commit
 from service.state.durable.records import Label, Verdict
@@ -306,8 +307,9 @@ def release(store: DurableStore, tenant: str, lease_id: str, reviewer: str, *, a
     return sum(1 for r in rows if r.verdicts == 0)
 
 
-def _same_request(v: Verdict, reviewer: str, label: str, error_category: str | None, note: str | None) -> bool:
-    return (v.reviewer, v.label, v.error_category, v.note) == (reviewer, label, error_category, note)
+def _same_request(v: Verdict, asked: Verdict) -> bool:
+    said = (v.reviewer, v.label, v.error_category, v.note, v.findings, v.spans)
+    return said == (asked.reviewer, asked.label, asked.error_category, asked.note, asked.findings, asked.spans)
 
 
 def record_verdict(
@@ -323,6 +325,9 @@ def record_verdict(
     request_key: str | None,
     snapshot: Any,
     now: float,
+    findings: tuple[FindingJudgement, ...] = (),
+    spans: tuple[ErrorSpan, ...] = (),
+    active_seconds: float | None = None,
 ) -> tuple[Verdict, bool]:
     """Append a verdict and count it on the item, in one transaction with the item's row locked; returns the verdict
     and whether it was stored already (a retry). The rules, in order:
@@ -334,11 +339,22 @@ def record_verdict(
     - an unreviewed item under a live lease takes a verdict only with that lease (Conflict);
     - otherwise (open, or reviewed: a further opinion) no lease is needed.
 
-    ``snapshot(item_body)`` gives the snapshot the verdict copies from the item's stored body."""
+    ``snapshot(item_body)`` gives the snapshot the verdict copies from the item's stored body (and raises when the
+    verdict does not fit the item: a judgement of a finding it does not have)."""
+    # what was asked, to tell a retry from another verdict; the item's ids and snapshot are filled in below
+    asked = Verdict(0, tenant, item_id, "", "", reviewer, label, error_category, note, lease_id, now, {})
+    asked = msgspec.structs.replace(asked, findings=findings, spans=spans, active_seconds=active_seconds)
     with store._insert() as con:
         item = con.execute(
             sa.select(
-                c.assessment_id, c.candidate_id, c.body, c.verdicts, c.lease_id, c.lease_reviewer, c.lease_expires
+                c.assessment_id,
+                c.candidate_id,
+                c.body,
+                c.verdicts,
+                c.lease_id,
+                c.lease_reviewer,
+                c.lease_created,
+                c.lease_expires,
             )
             .where(c.tenant == tenant, c.id == item_id, _live(now))
             .with_for_update()
@@ -352,7 +368,7 @@ def record_verdict(
             )
             if not repeats:
                 continue
-            if _same_request(v, reviewer, label, error_category, note) and v.lease_id == lease_id:
+            if _same_request(v, asked) and v.lease_id == lease_id:
                 return v, True
             what = "Idempotency-Key" if request_key is not None and key == request_key else f"lease {lease_id!r}"
             raise Conflict(
@@ -378,19 +394,13 @@ def record_verdict(
             )
         verdict = insert_verdict(
             con,
-            Verdict(
-                0,
-                tenant,
-                item_id,
-                item.assessment_id,
-                item.candidate_id,
-                reviewer,
-                label,
-                error_category,
-                note,
-                lease_id,
-                now,
-                snapshot(item.body),
+            msgspec.structs.replace(
+                asked,
+                assessment_id=item.assessment_id,
+                candidate_id=item.candidate_id,
+                snapshot=snapshot(item.body),
+                # a cited lease is the item's live one (checked above): the time since it was taken
+                lease_seconds=None if lease_id is None else max(0.0, now - float(item.lease_created)),
             ),
             request_key,
         )

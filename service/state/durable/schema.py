@@ -65,6 +65,13 @@ verdicts = sa.Table(
     sa.Column("snapshot", sa.Text, nullable=False),  # JSON: the item's signals and risk when the verdict was given
     # the client's Idempotency-Key: a retried verdict (lost acknowledgement) returns the one stored (0006)
     sa.Column("request_key", sa.Text),
+    # JSON lists: the reviewer's word on each finding shown (FindingJudgement) and the errors she marked (ErrorSpan)
+    sa.Column("findings", sa.Text),
+    sa.Column("spans", sa.Text),
+    # the id of the reviewer's own earlier verdict this one replaces (both are kept: the table is append-only)
+    sa.Column("supersedes", sa.BigInteger),
+    sa.Column("lease_seconds", Time),  # from the claim to the verdict (None: given without a lease)
+    sa.Column("active_seconds", Time),  # time the item's page was in front of the reviewer (the workbench says)
     sa.CheckConstraint(sa.column("label").in_(LABELS), name="label"),
     sa.Index("verdicts_item", "tenant", "item_id"),
     sqlite_autoincrement=True,

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 
+from service.core.typology import ErrorSpan, FindingJudgement
 from service.platform.errors import Conflict, Unavailable
 from service.platform.settings import DurableSettings
 from service.state.durable import migrate
@@ -34,6 +35,8 @@ __all__ = [
 ]
 
 _enc = msgspec.json.Encoder()
+_judgements = msgspec.json.Decoder(tuple[FindingJudgement, ...])
+_spans = msgspec.json.Decoder(tuple[ErrorSpan, ...])
 _adj_dec = msgspec.json.Decoder(Adjudication)
 # a fit that keeps losing the race for a name this often is not racing: something else is wrong
 _MAX_NAME_TRIES = 100
@@ -70,6 +73,11 @@ def insert_verdict(con: Connection, v: Verdict, request_key: str | None = None) 
             created_at=v.created_at,
             snapshot=_enc.encode(v.snapshot).decode(),
             request_key=request_key,
+            findings=_enc.encode(v.findings).decode() if v.findings else None,
+            spans=_enc.encode(v.spans).decode() if v.spans else None,
+            supersedes=v.supersedes,
+            lease_seconds=v.lease_seconds,
+            active_seconds=v.active_seconds,
         )
     )
     key = result.inserted_primary_key
@@ -100,6 +108,11 @@ def read_verdicts(con: Connection, tenant: str, item_id: str | None = None) -> l
         c.created_at,
         c.snapshot,
         c.request_key,
+        c.findings,
+        c.spans,
+        c.supersedes,
+        c.lease_seconds,
+        c.active_seconds,
     ).where(c.tenant == tenant)
     if item_id is not None:
         query = query.where(c.item_id == item_id)
@@ -121,6 +134,12 @@ def read_verdicts(con: Connection, tenant: str, item_id: str | None = None) -> l
             float(r.created_at),
             snapshot=msgspec.json.decode(r.snapshot),
             opinion=seen[r.item_id],
+            # empty in verdicts an earlier release stored
+            findings=_judgements.decode(r.findings) if r.findings else (),
+            spans=_spans.decode(r.spans) if r.spans else (),
+            supersedes=None if r.supersedes is None else int(r.supersedes),
+            lease_seconds=None if r.lease_seconds is None else float(r.lease_seconds),
+            active_seconds=None if r.active_seconds is None else float(r.active_seconds),
         )
         out.append((verdict, r.request_key))
     return out
@@ -189,6 +208,8 @@ class DurableStore:
         note: str | None,
         lease_id: str | None,
         snapshot: dict[str, Any],
+        findings: tuple[FindingJudgement, ...] = (),
+        spans: tuple[ErrorSpan, ...] = (),
     ) -> Verdict:
         with self._insert() as con:
             return insert_verdict(
@@ -206,6 +227,8 @@ class DurableStore:
                     lease_id,
                     time.time(),
                     snapshot,
+                    findings=findings,
+                    spans=spans,
                 ),
             )
 

@@ -146,3 +146,27 @@ def test_agreement_refuses_without_overlap() -> None:
     rep = reviewer_agreement([verdict(1, "i1", "A", "VALID"), verdict(2, "i2", "B", "MAJOR")])
     assert rep["pairs"][0]["kappa"] is None and "no item" in rep["pairs"][0]["refused"]
     assert rep["alpha"]["value"] is None and rep["alpha"]["refused"]
+
+
+def test_judged_findings_from_verdicts_by_finding_id() -> None:
+    from service.core.typology import FindingJudgement
+    from service.review.calibration.checks import judged_findings
+
+    flag = {"rule": "critical.number", "severity": "major", "detail": "d", "spans": []}
+    snap = {"flags": [flag, flag, {**flag, "rule": "critical.name"}], "risk": {"rule": "m@1"}}
+    span = ErrorSpan("candidate", 1, 2, "minor", "fluency")
+    first = verdict(1, "i1", "A", "MAJOR")
+    first.snapshot, first.findings = snap, (FindingJudgement("critical.number", "accept"),)
+    # her correction replaces it: the second number finding (id critical.number#2) rejected, the name re-graded
+    second = verdict(2, "i1", "A", "MAJOR")
+    second.snapshot, second.supersedes, second.spans = snap, 1, (span,)
+    second.findings = (
+        FindingJudgement("critical.number#2", "reject"),
+        FindingJudgement("critical.name", "regrade", "minor"),
+    )
+    judged, added = judged_findings([first, second])
+    assert [(j.check, j.decision, j.regraded_to, j.model) for j in judged] == [
+        ("critical.number", "reject", None, "m@1"),
+        ("critical.name", "regrade", "minor", "m@1"),
+    ]
+    assert judged[1].category == "accuracy/name" and added == [span]

@@ -1,10 +1,11 @@
 """Agreement between reviewers on item labels: Cohen's kappa per pair of reviewers, Krippendorff's alpha overall.
 
-Each reviewer counts with her current verdict on an item (her latest: a corrected verdict supersedes her earlier one,
-``current_verdicts``). Kappa of a pair is over the items both judged; alpha (nominal, VALID/MINOR/MAJOR) over every
-item two or more reviewers judged, a reviewer who did not judge an item counting as missing. Intervals are seeded
-percentile bootstraps over those items (``service.core.metrics.bootstrap_interval``; its undefined resamples are
-counted). The statistics are ``service.core.metrics``'s (scikit-learn's kappa, Krippendorff's coincidences).
+Each reviewer counts with her current verdict on an item (``labels.current_verdicts``: a verdict that replaces her
+earlier one counts, the replaced one does not). Kappa of a pair is over the items both judged; alpha (nominal,
+VALID/MINOR/MAJOR) over every item two or more reviewers judged, a reviewer who did not judge an item counting as
+missing. Intervals are seeded percentile bootstraps over those items (``service.core.metrics.bootstrap_interval``;
+its undefined resamples are counted). The statistics are ``service.core.metrics``'s (scikit-learn's kappa,
+Krippendorff's coincidences).
 """
 
 from __future__ import annotations
@@ -25,20 +26,13 @@ from service.core.metrics import (
     krippendorff_alpha_nominal,
     krippendorff_alpha_nominal_rows,
 )
+from service.review.calibration.labels import current_verdicts
 from service.state.durable import LABELS, Label, Verdict
 
 __all__ = ["AGREEMENT_BOOTSTRAP", "current_verdicts", "reviewer_agreement"]
 
 # fixed, so the page and the API give the same interval for the same verdicts
 AGREEMENT_BOOTSTRAP = BootstrapOptions(resamples=2000, confidence=0.95, seed=0)
-
-
-def current_verdicts(verdicts: Sequence[Verdict]) -> list[Verdict]:
-    """Each reviewer's latest verdict per item (by id: the store numbers verdicts in the order it keeps them)."""
-    latest: dict[tuple[str, str], Verdict] = {}
-    for v in sorted(verdicts, key=lambda v: v.id):
-        latest[(v.item_id, v.reviewer)] = v
-    return sorted(latest.values(), key=lambda v: v.id)
 
 
 def _num(x: float) -> float | None:

@@ -21,14 +21,21 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
+from service.core.findings import Finding, findings_of
 from service.core.metrics import wilson_interval
 from service.core.ranking import HardFlagRule
+from service.core.types import Flag, Severity
 from service.core.typology import CATEGORIES, RULE_CATEGORY, Category, Decision, ErrorSpan, SpanSeverity
+from service.review.calibration.labels import current_verdicts
+from service.state.durable import Verdict
 
 __all__ = [
     "JudgedFinding",
     "check_precision",
     "demotion_proposals",
+    "judged_findings",
     "reviewer_recall",
     "without_forcing",
 ]
@@ -41,7 +48,7 @@ class JudgedFinding:
 
     check: str
     category: Category
-    shown: SpanSeverity
+    shown: Severity
     model: str | None
     decision: Decision
     regraded_to: SpanSeverity | None = None
@@ -55,6 +62,34 @@ class JudgedFinding:
         if self.decision == "accept":
             return True
         return self.decision == "regrade" and self.regraded_to in forcing
+
+
+def _findings(snapshot: dict[str, Any]) -> dict[str, Finding]:
+    flags = []
+    for f in snapshot.get("flags") or []:
+        try:
+            flags.append(msgspec.convert(f, Flag))
+        except msgspec.ValidationError:  # read leniently, as labels.LabelledItem reads snapshots
+            continue
+    return {f.id: f for f in findings_of(flags)}
+
+
+def judged_findings(verdicts: Sequence[Verdict]) -> tuple[list[JudgedFinding], list[ErrorSpan]]:
+    """Every judgement of a finding and every span added in the verdicts that count (``current_verdicts``); a
+    finding is named by the id ``findings.findings_of`` gave it in the item's snapshot (the verdict route checked
+    it). Judge span findings, which carry no flag, are left out until the snapshot lists them."""
+    judged: list[JudgedFinding] = []
+    added: list[ErrorSpan] = []
+    for v in current_verdicts(verdicts):
+        shown = _findings(v.snapshot) if v.findings else {}
+        risk = v.snapshot.get("risk")
+        model = risk.get("rule") if isinstance(risk, dict) and isinstance(risk.get("rule"), str) else None
+        for j in v.findings:
+            f = shown.get(j.finding)
+            if f is not None:
+                judged.append(JudgedFinding(f.rule, f.category, f.severity, model, j.decision, j.severity))
+        added.extend(v.spans)
+    return judged, added
 
 
 def _share(k: int, n: int) -> dict[str, Any]:

@@ -17,9 +17,9 @@ import msgspec
 
 from service.core.ranking import FORCING_LEVEL, priority
 from service.core.types import Flag, Severity, SignalResult, SignalValue
-from service.state.durable import DurableStore, Label
+from service.state.durable import DurableStore, Label, Verdict
 
-__all__ = ["SEVERITY", "LabelledItem", "human_items", "panel_items"]
+__all__ = ["SEVERITY", "LabelledItem", "current_verdicts", "human_items", "panel_items"]
 
 # label severity: ties between labels of an item go to the more severe one
 SEVERITY = {"VALID": 0, "MINOR": 1, "MAJOR": 2}
@@ -72,6 +72,17 @@ class LabelledItem:
         # snapshots always carried forced_severity with forced_by_flag; "major" covers a hand-made one
         severity: Severity | None = stored if stored in FORCING_LEVEL else ("major" if self.forced else None)
         return priority(float(v), severity)
+
+
+def current_verdicts(verdicts: Sequence[Verdict]) -> list[Verdict]:
+    """The verdicts that count, oldest first: none that a later verdict ``supersedes``, and of each reviewer only
+    her latest on an item (a verdict replaced without naming it counts no more than one that names it)."""
+    replaced = {v.supersedes for v in verdicts if v.supersedes is not None}
+    latest: dict[tuple[str, str], Verdict] = {}
+    for v in sorted(verdicts, key=lambda v: v.id):
+        if v.id not in replaced:
+            latest[(v.item_id, v.reviewer)] = v
+    return sorted(latest.values(), key=lambda v: v.id)
 
 
 def _majority(labels: Sequence[Label]) -> Label:

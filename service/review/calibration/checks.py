@@ -189,3 +189,20 @@ def without_forcing(rule: HardFlagRule, checks: Sequence[str]) -> HardFlagRule:
         return rule
     listed = rule.rules if rule.rules is not None else list(RULE_CATEGORY)
     return HardFlagRule(rule.force_to_top, list(rule.severities), [r for r in listed if r not in checks])
+
+
+def checks_report(
+    verdicts: Sequence[Verdict], rule: HardFlagRule, *, min_precision: float, min_judged: int
+) -> dict[str, Any]:
+    """The calibration report's part on checks: precision per check (and per risk model), reviewer-side recall per
+    category and the demotions proposed against ``rule`` (the active model's forcing choices)."""
+    judged, added = judged_findings(verdicts)
+    precision = check_precision(judged, rule.severities)
+    return {
+        "judged_findings": len(judged),
+        "added_spans": len(added),
+        "precision": precision,
+        "reviewer_recall": reviewer_recall(judged, added),
+        "demotion_rule": {"below_precision": min_precision, "min_judged": min_judged},
+        "demotions": demotion_proposals(precision, rule, min_precision=min_precision, min_judged=min_judged),
+    }

@@ -38,6 +38,8 @@ class ModelOut(msgspec.Struct):
     tenant: str | None
     active: bool
     cv: dict[str, Any] | None = None
+    # a fit's comparison with the model active when it was fitted, on the suttas held apart from it
+    validation: dict[str, Any] | None = None
 
 
 class ActivateRequest(msgspec.Struct, forbid_unknown_fields=True):

@@ -202,6 +202,7 @@ def _list_models(catalog: ModelCatalog, tenant: str) -> list[ModelOut]:
     out = []
     for name, m in sorted(models.registry.models.items()):
         cv = m.fit.get("cv") if isinstance(m.fit, dict) else None
+        validation = m.fit.get("validation") if isinstance(m.fit, dict) else None
         out.append(
             ModelOut(
                 name,
@@ -210,6 +211,7 @@ def _list_models(catalog: ModelCatalog, tenant: str) -> list[ModelOut]:
                 tenant if name in models.own else None,
                 name == active,
                 cv if isinstance(cv, dict) else None,
+                validation if isinstance(validation, dict) else None,
             )
         )
     return out

@@ -110,3 +110,26 @@ def test_validated_fit_starts_from_the_active_model_and_is_compared_on_held_apar
     assert again["n_items"] == val["n_items"] and again["rows"] == val["rows"]
     # a model with no fit validation (shipped, a demotion) is compared on every labelled item
     assert activation_comparison(items, model("noise"), active, None)["n_items"] == len(items)
+
+
+def test_a_demoted_check_stops_forcing_and_its_signal_becomes_an_optional_term() -> None:
+    from service.core.typology import RULE_CATEGORY
+    from service.platform.errors import InputError
+    from service.review.calibration.demotion import demoted_model
+
+    items = [labelled("VALID", {"s": 0.0, "list_size_mismatch": float(i % 4)}, n=i) for i in range(12)]
+    active = model("s", weight=2.0)  # forces every check at major and critical (rules None)
+    out = demoted_model(active, "critical.list_size", items, name="calibrated-t-v2", proposal=None)
+    assert out.hard_flags.rules == [r for r in RULE_CATEGORY if r != "critical.list_size"]
+    assert not out.hard_flags.forces("critical.list_size", "major") and out.hard_flags.forces(
+        "critical.number", "major"
+    )
+    term = out.signals[-1]
+    # robust z on the items' values 0,1,2,3,...: median 1.5, MAD 1 -> scale 1.4826; the model's smallest weight
+    assert (term.name, term.weight, term.optional, term.mean) == ("list_size_mismatch", 2.0, True, 1.5)
+    assert term.sd == pytest.approx(1.4826)
+    assert out.fit["kind"] == "demotion" and out.fit["from"] == "m-s@1.0.0"
+    bare = demoted_model(active, "critical.list_size", items[:1], name="x", proposal=None)
+    assert [t.name for t in bare.signals] == ["s"] and "only stops forcing" in bare.fit["note"]
+    with pytest.raises(InputError):
+        demoted_model(model("s", rules=["critical.number"]), "critical.list_size", items, name="x", proposal=None)

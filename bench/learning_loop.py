@@ -174,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stack.close()
     b, a = shares(test, before), shares(test, after)
+    for name, res in (("before", before), ("after", after)):
+        rules = sorted({c["risk"]["rule"] for r in res for c in r["candidates"]})
+        print(f"{name}: scored with {', '.join(rules)}")
     state = "fit active" if activated else "fit refused, model unchanged"
     print(f"\ninjected errors above the untouched 90th percentile, re-assessed half ({state})")
     print(f"{'type':14s} {'n':>4s} {'before':>6s} {'95% Wilson':>14s} {'after':>6s} {'95% Wilson':>14s}")

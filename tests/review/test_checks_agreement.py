@@ -170,3 +170,19 @@ def test_judged_findings_from_verdicts_by_finding_id() -> None:
         ("critical.name", "regrade", "minor", "m@1"),
     ]
     assert judged[1].category == "accuracy/name" and added == [span]
+
+
+def test_human_labels_count_a_reviewers_correction_not_what_it_replaced() -> None:
+    from types import SimpleNamespace
+
+    from service.review.calibration import human_items
+
+    said = verdict(1, "i1", "A", "MAJOR")
+    fixed = verdict(2, "i1", "A", "VALID")
+    fixed.supersedes = 1
+    for v in (said, fixed):
+        v.snapshot = {"passage": "mn1:1"}
+    db = SimpleNamespace(verdicts=lambda tenant: [said, fixed])
+    items, n = human_items(db, "t")  # type: ignore[arg-type]
+    # counting the replaced verdict too, MAJOR and VALID would tie and the tie would go to MAJOR
+    assert [(it.label, it.n_labels) for it in items] == [("VALID", 1)] and n == 1

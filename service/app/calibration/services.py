@@ -264,7 +264,7 @@ def _activate(catalog: ModelCatalog, tenant: str, name: str, data: ActivateReque
         model.rule,
         activated_by=who,
         forced=loses,
-        reason=data.reason if loses or data.reason else None,
+        reason=data.reason,
         body={
             "kind": _kind(catalog, model),
             "replaced": None if active is None else active.rule,

@@ -91,9 +91,9 @@ def _majority(labels: Sequence[Label]) -> Label:
 
 
 def human_items(db: DurableStore, tenant: str, candidate_model: str | None = None) -> tuple[list[LabelledItem], int]:
-    """Items with human verdicts (majority label per item) and the number of verdicts they rest on."""
+    """Items with human verdicts (majority label per item over the verdicts that count) and their number."""
     by_item: dict[str, list[Any]] = {}
-    for v in db.verdicts(tenant):
+    for v in current_verdicts(db.verdicts(tenant)):
         by_item.setdefault(v.item_id, []).append(v)
     items = []
     n_verdicts = 0

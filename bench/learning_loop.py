@@ -15,7 +15,6 @@ drifting outlier, its findings rejected); the admin fits from them and activates
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import subprocess
 import sys
@@ -40,7 +39,7 @@ from service.review import item_id_of  # noqa: E402
 from service.review.calibration.compare import sutta_of  # noqa: E402
 from service.state.durable import open_store  # noqa: E402
 from service.state.durable.access import issue_key  # noqa: E402
-from tests.support.evaluation import Stack, one_host_env, wait_ready  # noqa: E402
+from tests.support.evaluation import Benchmark, Stack, evaluate, one_host_env, wait_ready  # noqa: E402
 
 INJECTED = "injected"
 CATEGORY = {  # the typology category a reviewer files each injected error under
@@ -56,7 +55,8 @@ CATEGORY = {  # the typology category a reviewer files each injected error under
 }
 
 
-def requests(rows: list[dict[str, str]]) -> list[dict[str, Any]]:
+def passages(rows: list[dict[str, str]]) -> Benchmark:
+    """Each challenge item as a passage: the injected candidate with the untouched translations as its peers."""
     sources, models = load_dev()
     out = []
     for r in rows:
@@ -67,29 +67,13 @@ def requests(rows: list[dict[str, str]]) -> list[dict[str, Any]]:
             for m in sorted(models)
             if m != r["model"] and pid in models[m]
         ]
-        out.append({"source": {"text": sources[pid], "lang": "pli", "ref": pid}, "candidates": cands})
-    return out
+        out.append({"id": pid, "source": sources[pid], "candidates": cands})
+    return Benchmark(passages=out, labels={})
 
 
-def assess(client: Any, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Submit ``items`` as NDJSON batches, wait, and return the results in submission order."""
-    ids = []
-    for lo in range(0, len(items), 100):
-        body = "\n".join(json.dumps(it, ensure_ascii=False) for it in items[lo : lo + 100]).encode()
-        r = client.post("/v1/batches/ndjson", content=body, headers={"content-type": "application/x-ndjson"})
-        r.raise_for_status()
-        ids.append(r.json()["id"])
-    t0 = time.time()
-    while True:
-        progress = [client.get(f"/v1/batches/{b}").json() for b in ids]
-        done = sum(p["counts"]["done"] for p in progress)
-        print(f"\r  {time.time() - t0:5.0f}s done {done}/{len(items)}", end="", file=sys.stderr, flush=True)
-        if all(p["status"] == "done" for p in progress):
-            break
-        time.sleep(2)
-    print(file=sys.stderr)
-    text = "".join(client.get(f"/v1/batches/{b}/results").text for b in ids)
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+def assess(url: str, key: str, rows: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """The items through the API as batches (``evaluation.evaluate``), results in the items' order."""
+    return evaluate(passages(rows), url, None, key)
 
 
 def shares(rows: list[dict[str, str]], results: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
@@ -151,8 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         with httpx.Client(base_url=stack.url, timeout=300, headers={"Authorization": f"Bearer {token}"}) as client:
             wait_ready(client)
             t0 = time.time()
-            before_train = assess(client, requests(train))
-            before = assess(client, requests(test))
+            before_train = assess(stack.url, token, train)
+            before = assess(stack.url, token, test)
             n = verdicts(client, train, before_train)
             print(f"{n} verdicts on {len(train)} items' candidates ({time.time() - t0:.0f} s so far)")
             rep = client.get("/v1/calibration/report").json()
@@ -169,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             act = client.post(out["activate_url"])
             activated = act.status_code == 200
             print(f"activation: {act.status_code}" + ("" if activated else f" {act.json().get('detail')}"))
-            after = assess(client, requests(test))
+            after = assess(stack.url, token, test)
             print(f"loop in {time.time() - t0:.0f} s")
     finally:
         stack.close()

@@ -34,8 +34,8 @@ from service.app.personas.controllers import PersonaController
 from service.app.poller.controllers import PollerController
 from service.app.problems import exception_handlers
 from service.app.resources import Resources, open_queue
-from service.app.review.controllers import AdjudicationController, ReviewController
-from service.app.workbench import template_config, workbench_handlers
+from service.app.review.controllers import AdjudicationController, ReviewController, VerdictExportController
+from service.app.workbench import template_config, with_page_errors, workbench_handlers
 from service.core.novelty import load_indexes
 from service.core.risk import RiskRegistry
 from service.platform.ratelimit import FailureLimiter, RateLimiter
@@ -84,6 +84,7 @@ class TriskPlugin(InitPluginProtocol):
                 ExportController,
                 BatchController,
                 ReviewController,
+                VerdictExportController,
                 AdjudicationController,
                 CalibrationController,
                 KeyController,
@@ -99,7 +100,7 @@ class TriskPlugin(InitPluginProtocol):
         if not self.settings.api.metrics_port:
             app_config.route_handlers.append(MetricsController)
         app_config.dependencies.update({**dependencies(), **self.dependency_overrides})
-        app_config.exception_handlers.update(exception_handlers)
+        app_config.exception_handlers.update(with_page_errors(exception_handlers))
         app_config.lifespan.append(self._lifespan)
         app_config.openapi_config = OpenAPIConfig(
             title="trisk",

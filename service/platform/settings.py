@@ -481,6 +481,18 @@ class ReviewSettings(SettingsGroup):
     lease_seconds: int = setting("TRISK_REVIEW_LEASE_SECONDS", 900, "a claim holds its items this long unless renewed")
     max_lease_seconds: int = setting("TRISK_REVIEW_MAX_LEASE_SECONDS", 4 * 3600, "longest lease a reviewer may ask for")
     max_claim_items: int = setting("TRISK_REVIEW_MAX_CLAIM", 100, "items per claim")
+    # a slip is corrected by a new verdict that supersedes the old one (both kept: verdicts are append-only)
+    replace_seconds: int = setting(
+        "TRISK_REVIEW_REPLACE_SECONDS",
+        900,
+        "a reviewer may replace her own last verdict on an item this long after giving it (0 = never)",
+    )
+    # a second opinion is worth more when it is not anchored on the first
+    blind_second_opinions: bool = setting(
+        "TRISK_REVIEW_BLIND",
+        True,
+        "the workbench shows other reviewers' labels and notes on an item only after one's own verdict",
+    )
     # below these the fitted figures would be noise
     min_fit_items: int = setting("TRISK_FIT_MIN_ITEMS", 40, "a fit refuses fewer labelled items")
     min_fit_majors: int = setting("TRISK_FIT_MIN_MAJORS", 8, "a fit refuses fewer labelled major errors")

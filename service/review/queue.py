@@ -180,7 +180,21 @@ def verdict_snapshot(item: QueueItem) -> dict[str, Any]:
 
 _item_dec = msgspec.json.Decoder(QueueItem)
 _enc = msgspec.json.Encoder()
-QueueRow = tuple[QueueItem, ItemStatus, int, str | None]  # item, status, verdict count, live lease id
+
+
+class QueueRow(NamedTuple):
+    """An item and where it stands: status, verdict count, and its live lease (id, holder, end) if any."""
+
+    item: QueueItem
+    status: ItemStatus
+    verdicts: int
+    lease_id: str | None
+    leased_to: str | None = None
+    lease_expires: float | None = None
+
+
+def _queue_row(row: rows.ItemRow) -> QueueRow:
+    return QueueRow(_decoded(row), row.status, row.verdicts, row.lease_id, row.leased_to, row.lease_expires)
 
 
 class QueueListing(NamedTuple):
@@ -237,8 +251,7 @@ class ReviewQueue:
 
     async def item_state(self, tenant: str, item_id: str) -> QueueRow:
         """The item with its status, verdict count and live lease (NotFound when unknown or expired)."""
-        row = await asyncio.to_thread(rows.item_row, self.db, tenant, item_id, time.time())
-        return _decoded(row), row.status, row.verdicts, row.lease_id
+        return _queue_row(await asyncio.to_thread(rows.item_row, self.db, tenant, item_id, time.time()))
 
     async def list(
         self,
@@ -263,7 +276,7 @@ class ReviewQueue:
             limit=limit,
             now=time.time(),
         )
-        listed = [(_decoded(r), r.status, r.verdicts, r.lease_id) for r in page.items]
+        listed = [_queue_row(r) for r in page.items]
         return QueueListing(listed, page.total, page.exact, page.more)
 
     async def claim(
@@ -326,6 +339,8 @@ class ReviewQueue:
         findings: tuple[FindingJudgement, ...] = (),
         spans: tuple[ErrorSpan, ...] = (),
         active_seconds: float | None = None,
+        replaces: int | None = None,
+        replace_seconds: float = 0.0,
     ) -> tuple[Verdict, bool]:
         """Record a verdict under the lease rules (``review_items.record_verdict``); returns it and whether it was
         stored already (a retry). Each judgement must name a finding of the item as stored (InputError otherwise),
@@ -352,6 +367,8 @@ class ReviewQueue:
             findings=findings,
             spans=spans,
             active_seconds=active_seconds,
+            replaces=replaces,
+            replace_seconds=replace_seconds,
         )
 
 

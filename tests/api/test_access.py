@@ -227,6 +227,7 @@ def test_two_tenants_never_see_or_change_each_others_data(
     expect_own(
         "GET", "/v1/review/items/{item_id:str}/verdicts", f"/v1/review/items/{item}/verdicts", lambda r: r.json() == []
     )
+    expect_own("GET", "/v1/exports/verdicts", "/v1/exports/verdicts", lambda r: item not in r.text)
     expect("POST", "/v1/adjudications", "/v1/adjudications", 404, json={"item_id": item, "reference": "so"})
     expect_own("GET", "/v1/adjudications", "/v1/adjudications", lambda r: r.json() == [])
     expect("GET", "/v1/adjudications/{adjudication_id:str}", f"/v1/adjudications/{adj}", 404)
@@ -334,6 +335,7 @@ def test_two_tenants_never_see_or_change_each_others_data(
     assert a("GET", f"/v1/batches/{bid}").status_code == 200
     assert aid in a("GET", "/v1/exports/assessments").text
     assert [v["reviewer"] for v in a("GET", f"/v1/review/items/{item}/verdicts").json()] == [ana]
+    assert item in a("GET", "/v1/exports/verdicts").text
     assert a("GET", f"/v1/review/items/{item}").json()["item"]["status"] == "reviewed"
     assert a("DELETE", f"/v1/review/claims/{lease}").status_code == 200  # B's release did not end A's lease
     assert a("GET", "/v1/callbacks/secret").json()["secret"] == secret_a

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -350,3 +351,58 @@ def test_the_reviewers_word_on_each_finding_and_her_spans_are_kept_and_returned(
         assert v["findings"] == [said[0], {**said[1], "severity": None}]
         assert v["spans"] == [{**marked[0], "note": None}]
     assert api.get(f"/v1/review/items/{item}").json()["verdicts"][0]["spans"] == [{**marked[0], "note": None}]
+    exported = api.get("/v1/exports/verdicts")
+    assert exported.status_code == 200 and exported.headers["content-type"].startswith("application/x-ndjson")
+    lines = [json.loads(line) for line in exported.text.splitlines()]
+    assert [(v["item_id"], v["findings"], v["spans"]) for v in lines] == [
+        (item, made.json()["findings"], made.json()["spans"])
+    ]
+    assert api.get("/v1/exports/verdicts", params={"since": made.json()["created_at"] + 1}).text == ""
+    assert api.get("/v1/exports/verdicts", params={"since": 5, "until": 1}).status_code == 422
+
+
+def test_one_verdict_per_reviewer_replaced_within_the_window_and_timed(
+    api: Any, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 36 item 4: a reviewer gave a "second opinion" on her own item; now a second verdict of hers is a 409
+    unless it replaces her last one within TRISK_REVIEW_REPLACE_SECONDS (both kept, the new one supersedes, only it
+    counts); a verdict under a lease keeps the time from the claim, and the client's active time."""
+    s = leased(api, tenant)
+    (alice, alice_name), (bob, bob_name) = s.alice, s.bob
+    url = f"/v1/review/items/{s.item}/verdict"
+    first = api.post(
+        url, json={"label": "MAJOR", "lease_id": s.lease["lease_id"], "active_seconds": 41.5}, headers=alice
+    )
+    assert first.status_code == 201, first.text
+    assert first.json()["lease_seconds"] >= 0 and first.json()["active_seconds"] == 41.5
+    again = api.post(url, json={"label": "MINOR"}, headers=alice)
+    assert again.status_code == 409 and f"replaces={first.json()['id']}" in again.json()["detail"]
+    assert api.post(url, json={"label": "MINOR", "replaces": 10**9}, headers=alice).status_code == 409
+    fixed = api.post(url, json={"label": "MINOR", "replaces": first.json()["id"]}, headers=alice)
+    assert fixed.status_code == 201, fixed.text
+    assert fixed.json()["supersedes"] == first.json()["id"] and fixed.json()["lease_seconds"] is None
+    # only her verdict in force is replaced: the first is superseded already
+    assert api.post(url, json={"label": "VALID", "replaces": first.json()["id"]}, headers=alice).status_code == 409
+    assert api.post(url, json={"label": "VALID"}, headers=bob).status_code == 201  # another reviewer's opinion
+    kept = api.get(f"/v1/review/items/{s.item}/verdicts").json()
+    assert [(v["reviewer"], v["label"], v["supersedes"]) for v in kept] == [
+        (alice_name, "MAJOR", None),
+        (alice_name, "MINOR", first.json()["id"]),
+        (bob_name, "VALID", None),
+    ]
+    monkeypatch.setenv("TRISK_REVIEW_REPLACE_SECONDS", "0")
+    get_settings.cache_clear()
+    try:
+        late = api.post(url, json={"label": "MAJOR", "replaces": fixed.json()["id"]}, headers=alice)
+        assert late.status_code == 409 and "TRISK_REVIEW_REPLACE_SECONDS" in late.json()["detail"]
+    finally:
+        get_settings.cache_clear()
+
+
+def test_a_replaced_verdict_does_not_count_for_calibration() -> None:
+    from service.state.durable import Verdict, in_force
+
+    def v(i: int, label: str, supersedes: int | None = None) -> Verdict:
+        return Verdict(i, "t", "item", "a", "c", "alice", label, None, None, None, 0.0, {}, supersedes=supersedes)
+
+    assert [x.id for x in in_force([v(1, "MAJOR"), v(2, "VALID"), v(3, "MINOR", supersedes=1)])] == [2, 3]

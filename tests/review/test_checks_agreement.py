@@ -8,7 +8,7 @@ import pytest
 
 from service.core.ranking import HardFlagRule
 from service.core.typology import ErrorSpan
-from service.review.calibration.agreement import current_verdicts, reviewer_agreement
+from service.review.calibration.agreement import reviewer_agreement
 from service.review.calibration.checks import JudgedFinding, check_precision, demotion_proposals, reviewer_recall
 from service.state.durable import Label, Verdict
 
@@ -108,12 +108,6 @@ B = ["VALID", "MAJOR", "MAJOR", "MAJOR", "MINOR", "VALID"]
 VERDICTS = [verdict(0, "i2", "A", "MAJOR")]
 VERDICTS += [verdict(10 + k, f"i{k + 1}", "A", lab) for k, lab in enumerate(A)]  # type: ignore[arg-type]
 VERDICTS += [verdict(20 + k, f"i{k + 1}", "B", lab) for k, lab in enumerate(B)]  # type: ignore[arg-type]
-
-
-def test_current_verdicts_keep_each_reviewers_latest() -> None:
-    current = current_verdicts(VERDICTS)
-    assert len(current) == 12
-    assert next(v for v in current if v.item_id == "i2" and v.reviewer == "A").label == "VALID"
 
 
 def test_kappa_and_alpha_of_two_reviewers_against_hand_table() -> None:

@@ -208,9 +208,9 @@ async def test_a_reviewed_item_reads_reviewed_and_is_not_requeued(
     q = ReviewQueue(durable_store)
     lease = await q.claim(tenant, "alice", 1, 30)
     await q.verdict(tenant, item, reviewer="alice", label="MAJOR", lease_id=lease.id)
-    assert (await q.item_state(tenant, item))[1:] == ("reviewed", 1, None)
+    assert (await q.item_state(tenant, item))[1:4] == ("reviewed", 1, None)
     rows, *_ = await q.list(tenant, filters={}, flagged_only=True, status="reviewed", offset=0, limit=10)
-    assert [r[0].id for r in rows] == lease.items and rows[0][1:] == ("reviewed", 1, None)
+    assert [r[0].id for r in rows] == lease.items and rows[0][1:4] == ("reviewed", 1, None)
     assert (await q.list(tenant, filters={}, flagged_only=True, status="leased", offset=0, limit=10))[1] == 0
     assert (await q.list(tenant, filters={}, flagged_only=True, status="pending", offset=0, limit=10))[1] == 0
     assert await q.release(tenant, lease.id, "alice") == 0  # nothing went back: its one item is reviewed
@@ -285,7 +285,7 @@ async def test_the_final_result_refreshes_an_item_and_keeps_its_state(
     assert await q.add(tenant, [moved]) == 0  # without refresh a known item is kept as it is
     assert (await q.item(tenant, before.id)).priority == before.priority
     assert await q.add(tenant, [moved], refresh=True) == 0
-    after, status, _, lease_id = await q.item_state(tenant, before.id)
+    after, status, _, lease_id, _, _ = await q.item_state(tenant, before.id)
     assert after.priority == before.priority + 1 and after.enqueued_at == before.enqueued_at
     assert (status, lease_id) == ("leased", lease.id)
 

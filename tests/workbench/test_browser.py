@@ -73,7 +73,7 @@ def test_review_in_a_browser(browser: Any, base_url: str, seeded: Seeded) -> Non
     ben.keyboard.press("n")
     ben.wait_for_url(f"{base_url}/ui/items/**")
     assert ben.url.split("?")[0] != held
-    ben.keyboard.press("n")
+    ben.keyboard.press("n")  # skip: nothing else to claim, and the skipped item's lease is released
     ben.wait_for_url(f"{base_url}/ui/queue**")
     assert "Nothing left to claim" in ben.content()
     ben.goto(held)
@@ -88,9 +88,13 @@ def test_review_in_a_browser(browser: Any, base_url: str, seeded: Seeded) -> Non
     ana.keyboard.press("Escape")
     ana.keyboard.press("t")
     ana.keyboard.type("says three; the Pali says catunnaṃ, four")
-    ana.keyboard.press("Control+Enter")  # record, then claim the next: none left with this filter
+    # record, then claim the next: the copy Ben skipped (his `n` on it released its lease)
+    with ana.expect_navigation():
+        ana.keyboard.press("Control+Enter")
+    assert "/ui/items/" in ana.url and ana.url.split("?")[0] != held and "Your lease" in ana.content()
+    ana.keyboard.press("q")  # leaving the item releases it: back to the queue
     ana.wait_for_url(f"{base_url}/ui/queue**")
-    assert "Nothing left to claim" in ana.content()
+    assert "Lease released" in ana.content()
     item_id = held.rsplit("/", 1)[1]
     admin = {"Authorization": f"Bearer {seeded.key('admin')}"}
     verdicts = httpx.get(f"{base_url}/v1/review/items/{item_id}/verdicts", headers=admin).json()

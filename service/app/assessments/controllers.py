@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,9 +14,10 @@ from service.app.assessments.schemas import AssessmentOut
 from service.app.assessments.services import accept_assessment
 from service.app.auth import access
 from service.app.deps import JobQueue
+from service.app.exports import window
 from service.app.resources import Resources
 from service.core.records import AssessmentRequest
-from service.platform.errors import InputError, NotFound
+from service.platform.errors import NotFound
 from service.state.store import Store, request_hash
 from service.state.views import render_assessment
 
@@ -107,11 +107,7 @@ class ExportController(Controller):
         since: float = Parameter(default=0.0, description="epoch seconds, inclusive"),
         until: float | None = Parameter(default=None, description="epoch seconds, exclusive (default: now)"),
     ) -> Stream:
-        end = time.time() + 1.0 if until is None else until
-        if since < 0 or end < 0:
-            raise InputError("since and until are epoch seconds: not negative")
-        if end < since:
-            raise InputError(f"until ({end}) is before since ({since})")
+        since, end = window(since, until)
 
         async def lines() -> AsyncIterator[bytes]:
             async for state in store.export(tenant, since, end):

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any, Literal
 
+import msgspec
 from litestar import Controller, Request, Response, delete, get, post
 from litestar.params import Parameter
+from litestar.response import Stream
 
 from service.app.auth import access, principal_of
 from service.app.deps import JobQueue
+from service.app.exports import window
 from service.app.review import services
 from service.app.review.schemas import (
     AdjudicationOut,
@@ -28,7 +32,9 @@ from service.review import MAX_OFFSET, ReviewQueue
 from service.state.durable import DurableStore
 from service.state.store import Store
 
-__all__ = ["AdjudicationController", "ReviewController"]
+__all__ = ["AdjudicationController", "ReviewController", "VerdictExportController"]
+
+_enc = msgspec.json.Encoder()
 
 
 class ReviewController(Controller):
@@ -155,6 +161,38 @@ class ReviewController(Controller):
     async def verdicts(self, item_id: str, db: DurableStore, tenant: str) -> list[VerdictOut]:
         rows = await asyncio.to_thread(db.verdicts, tenant, item_id)
         return [services.verdict_out(v) for v in rows]
+
+
+class VerdictExportController(Controller):
+    path = "/v1/exports"
+    tags = ("review",)
+
+    @get(
+        "/verdicts",
+        operation_id="exportVerdicts",
+        **access("review"),
+        summary=(
+            "The tenant's verdicts given in [since, until) as NDJSON, oldest first: labels, the reviewer's word on "
+            "each finding, the spans she marked, timing, and which verdict replaced which"
+        ),
+        media_type="application/x-ndjson",
+    )
+    async def verdicts(
+        self,
+        db: DurableStore,
+        tenant: str,
+        since: float = Parameter(default=0.0, description="epoch seconds, inclusive"),
+        until: float | None = Parameter(default=None, description="epoch seconds, exclusive (default: now)"),
+    ) -> Stream:
+        since, end = window(since, until)
+        rows = await asyncio.to_thread(db.verdicts, tenant)
+
+        async def lines() -> AsyncIterator[bytes]:
+            for v in rows:
+                if since <= v.created_at < end:
+                    yield _enc.encode(services.verdict_out(v)) + b"\n"
+
+        return Stream(lines(), media_type="application/x-ndjson")
 
 
 class AdjudicationController(Controller):

@@ -66,6 +66,9 @@ class QueueItemOut(msgspec.Struct):
     risk: RiskResult | None = None
     lease_id: str | None = None
     flags: list[Flag] = msgspec.field(default_factory=list)  # the findings, worded for a reviewer
+    # who holds the live lease (the reviewer its key names) and until when; None unless the item is leased
+    leased_to: str | None = None
+    lease_expires: float | None = None
 
 
 _TOTAL = (
@@ -143,6 +146,27 @@ class VerdictRequest(msgspec.Struct, forbid_unknown_fields=True):
             description="errors the reviewer marked herself: offsets into the candidate's (or source's) NFC text",
         ),
     ] = msgspec.field(default_factory=list)
+    replaces: (
+        Annotated[
+            int,
+            msgspec.Meta(
+                ge=1,
+                description=(
+                    "the id of your own last verdict on this item, to replace it (within "
+                    "TRISK_REVIEW_REPLACE_SECONDS of giving it): both are kept, the new one supersedes it. Without it "
+                    "a second verdict of yours is a 409"
+                ),
+            ),
+        ]
+        | None
+    ) = None
+    active_seconds: (
+        Annotated[
+            float,
+            msgspec.Meta(ge=0, le=86_400, description="seconds the item was in front of the reviewer (a client says)"),
+        ]
+        | None
+    ) = None
 
 
 class VerdictOut(msgspec.Struct):
@@ -160,6 +184,9 @@ class VerdictOut(msgspec.Struct):
     opinion: int
     findings: list[FindingJudgement] = msgspec.field(default_factory=list)
     spans: list[ErrorSpan] = msgspec.field(default_factory=list)
+    supersedes: int | None = None  # the reviewer's own verdict this one replaced (kept, no longer counted)
+    lease_seconds: float | None = None  # from the claim to the verdict (None: given without a lease)
+    active_seconds: float | None = None  # with the item in front of the reviewer, as her client measured it
 
 
 class ReviewCandidate(msgspec.Struct):

@@ -61,7 +61,14 @@ __all__ = [
 ]
 
 
-def item_out(it: QueueItem, status: Any = "open", verdicts: int = 0, lease_id: str | None = None) -> QueueItemOut:
+def item_out(
+    it: QueueItem,
+    status: Any = "open",
+    verdicts: int = 0,
+    lease_id: str | None = None,
+    leased_to: str | None = None,
+    lease_expires: float | None = None,
+) -> QueueItemOut:
     return QueueItemOut(
         id=it.id,
         assessment_id=it.assessment_id,
@@ -80,6 +87,8 @@ def item_out(it: QueueItem, status: Any = "open", verdicts: int = 0, lease_id: s
         risk=it.snapshot.risk,
         lease_id=lease_id,
         flags=it.snapshot.flags,
+        leased_to=leased_to,
+        lease_expires=lease_expires,
     )
 
 
@@ -114,10 +123,17 @@ class QueueFilters:
     batch: str | None = None
     scope: Literal["flagged", "all"] = "flagged"
     status: Literal["pending", "open", "leased", "reviewed", "any"] = "pending"
+    leased_to: str | None = None  # only the items this reviewer's live leases hold (with status "leased")
 
     def attributes(self) -> dict[str, str]:
         """The item attributes to match, by the queue's field names; an empty filter matches everything."""
-        given = {"tier": self.tier, "lang": self.lang, "model": self.model, "batch_id": self.batch}
+        given = {
+            "tier": self.tier,
+            "lang": self.lang,
+            "model": self.model,
+            "batch_id": self.batch,
+            "lease_reviewer": self.leased_to,
+        }
         return {k: v for k, v in given.items() if v}
 
 
@@ -131,7 +147,7 @@ async def queue_page(queue: ReviewQueue, tenant: str, filters: QueueFilters, *, 
         offset=offset,
         limit=limit,
     )
-    items = [item_out(it, st, n, lease) for it, st, n, lease in listed.rows]
+    items = [item_out(*row) for row in listed.rows]
     nxt = offset + limit if listed.more else None
     return QueuePage(
         items=items, total=listed.total, total_exact=listed.exact, offset=offset, limit=limit, next_offset=nxt
@@ -154,6 +170,9 @@ def verdict_out(v: Verdict) -> VerdictOut:
         v.opinion,
         list(v.findings),
         list(v.spans),
+        v.supersedes,
+        v.lease_seconds,
+        v.active_seconds,
     )
 
 
@@ -172,7 +191,10 @@ async def claim(queue: ReviewQueue, tenant: str, who: Reviewer, data: ClaimReque
 
 
 async def _lease_out(queue: ReviewQueue, tenant: str, lease: Lease) -> LeaseOut:
-    items = [item_out(await queue.item(tenant, iid), "leased", 0, lease.id) for iid in lease.items]
+    items = [
+        item_out(await queue.item(tenant, iid), "leased", 0, lease.id, lease.reviewer, lease.expires_at)
+        for iid in lease.items
+    ]
     return LeaseOut(lease.id, lease.reviewer, lease.expires_at, lease.created_at, items)
 
 
@@ -224,12 +246,16 @@ async def record_verdict(
         request_key=request_key,
         findings=tuple(data.findings),
         spans=tuple(data.spans),
+        active_seconds=data.active_seconds,
+        replaces=data.replaces,
+        replace_seconds=get_review_settings().replace_seconds,
     )
     return verdict_out(v), replayed
 
 
 async def item_detail(queue: ReviewQueue, store: Store, db: DurableStore, tenant: str, item_id: str) -> ReviewItemOut:
-    item, status, count, lease = await queue.item_state(tenant, item_id)
+    held = await queue.item_state(tenant, item_id)
+    item = held.item
     verdicts = [verdict_out(v) for v in await asyncio.to_thread(db.verdicts, tenant, item_id)]
     adjs = [adjudication_out(a) for a in await asyncio.to_thread(db.adjudications, tenant, item_id)]
     snap = item.snapshot
@@ -258,7 +284,7 @@ async def item_detail(queue: ReviewQueue, store: Store, db: DurableStore, tenant
         llm = state.llm.candidates.get(item.candidate_id) if state.llm is not None else None
         judges = dict(llm.signals) if llm is not None else {}
     return ReviewItemOut(
-        item=item_out(item, status, count, lease),
+        item=item_out(*held),
         assessment_status=state.status if state is not None else "expired",
         source=source,
         candidate=candidate,

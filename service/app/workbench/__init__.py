@@ -11,9 +11,10 @@ from litestar.contrib.jinja import JinjaTemplateEngine
 from litestar.template.config import TemplateConfig
 
 from service.app.workbench.controllers import workbench_handlers
+from service.app.workbench.errors import with_page_errors
 from service.app.workbench.pages import ago, budget_words, pct, signal_words
 
-__all__ = ["template_config", "workbench_handlers"]
+__all__ = ["template_config", "with_page_errors", "workbench_handlers"]
 
 TEMPLATES = Path(__file__).parent / "templates"
 

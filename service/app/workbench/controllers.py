@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import secrets
 import time
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
@@ -17,7 +18,6 @@ from litestar.datastructures import ResponseHeader
 from litestar.enums import RequestEncodingType
 from litestar.params import Body, Parameter
 from litestar.response import Redirect, Template
-from litestar.static_files import create_static_files_router
 
 from service.app.auth import authenticate_request, key_cache
 from service.app.batches.services import batch_progress
@@ -33,28 +33,23 @@ from service.app.workbench.access import (
     session_of,
     session_store,
 )
-from service.app.workbench.assets import STATIC_DIR
+from service.app.workbench.assets import FILES, IMMUTABLE
 from service.app.workbench.errors import page_exception_handlers
 from service.app.workbench.pages import filters_of, item_page
-from service.app.workbench.render import page
+from service.app.workbench.render import CSP, page
 from service.app.workbench.sessions import Session
 from service.core.budget import DEFAULT_BUDGET
+from service.core.typology import CATEGORIES, SPAN_SEVERITIES
 from service.platform.auth import Principal
 from service.platform.errors import Conflict, Forbidden, MalformedRequest, NotFound
 from service.platform.settings import Settings
 from service.review import MAX_OFFSET, ReviewQueue, get_review_settings
-from service.state.durable import DurableStore
+from service.state.durable import DurableStore, in_force
 from service.state.risk_catalog import ModelCatalog
 from service.state.store import Store
 
 __all__ = ["CSP", "workbench_handlers"]
 
-# pages load only their own files: no inline script or style, forms post only here, never framed
-CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-)
-Scope = Literal["flagged", "all"]
 Status = Literal["pending", "open", "leased", "reviewed", "any"]
 PAGE_SIZE = 50
 
@@ -77,11 +72,11 @@ class ClaimForm(msgspec.Struct, forbid_unknown_fields=True):
     lang: str = ""
     model: str = ""
     batch: str = ""
-    scope: str = "flagged"
+    show: str = "flagged"  # "all": every candidate (never named `scope`: Litestar gives that name the ASGI scope)
 
     def kept(self) -> dict[str, str]:
         return filters_of({"tier": self.tier, "lang": self.lang, "model": self.model, "batch": self.batch,
-                           "scope": self.scope})  # fmt: skip
+                           "show": self.show})  # fmt: skip
 
 
 class VerdictForm(ClaimForm, forbid_unknown_fields=True):
@@ -89,13 +84,47 @@ class VerdictForm(ClaimForm, forbid_unknown_fields=True):
     error_category: str = ""
     note: str = ""
     lease_id: str = ""
+    replaces: str = ""  # the id of her own verdict this one replaces
+    active_seconds: str = ""  # how long the page was in front of her (its script counts)
     request_key: str = ""  # the page's own Idempotency-Key: the same form sent twice records one verdict
     then: str = "next"  # "next": claim the next item; "queue": back to the queue
+    # the reviewer's word on each finding (a FindingJudgement) and each span she marked (an ErrorSpan), one JSON
+    # object per field: a field sent once arrives as a string, sent again as a list
+    judgement: str | list[str] = ""
+    span: str | list[str] = ""
+
+
+def _number(given: str, kind: type[int] | type[float], what: str) -> int | float | None:
+    try:
+        return kind(given) if given.strip() else None
+    except ValueError as exc:
+        raise MalformedRequest(f"{what} is not a number: {given[:40]!r}") from exc
+
+
+def _objects(given: str | list[str], what: str) -> list[Any]:
+    """The JSON objects of a repeated form field; their types are checked with the verdict's own (VerdictRequest)."""
+    out = []
+    for raw in [given] if isinstance(given, str) else given:
+        if not raw:  # a finding left unjudged
+            continue
+        try:
+            out.append(msgspec.json.decode(raw))
+        except msgspec.DecodeError as exc:
+            raise MalformedRequest(f"a {what} of the form is not JSON: {exc}") from exc
+    return out
 
 
 class LeaseForm(msgspec.Struct, forbid_unknown_fields=True):
     csrf: str = ""
     item_id: str = ""
+    back: str = ""  # "leases": back to the reviewer's leases after a release
+
+
+class SkipForm(ClaimForm, forbid_unknown_fields=True):
+    """Leave an item: its lease (the reviewer's) is released; then the next item, or the queue."""
+
+    lease_id: str = ""
+    then: str = "next"
 
 
 Form = Body(media_type=RequestEncodingType.URL_ENCODED)
@@ -124,13 +153,13 @@ def _principal(request: Request[Any, Any, Any]) -> Principal:
     return user
 
 
-def _filters(tier: str, lang: str, model: str, batch: str, scope: str, status: str = "pending") -> review.QueueFilters:
+def _filters(tier: str, lang: str, model: str, batch: str, show: str, status: str = "pending") -> review.QueueFilters:
     return review.QueueFilters(
         tier=tier or None,
         lang=lang or None,
         model=model or None,
         batch=batch or None,
-        scope="all" if scope == "all" else "flagged",
+        scope="all" if show == "all" else "flagged",
         status=status if status in ("pending", "open", "leased", "reviewed", "any") else "pending",  # type: ignore[arg-type]
     )
 
@@ -198,30 +227,55 @@ async def home(request: Request[Any, Any, Any]) -> Redirect:
 async def queue_page(
     request: Request[Any, Any, Any],
     review_queue: ReviewQueue,
+    db: DurableStore,
     tenant: str,
     tier: str = "",
     lang: str = "",
     model: str = "",
     batch: str = "",
-    scope: str = "flagged",
+    show: str = "flagged",
     status: str = "pending",
     offset: int = Parameter(default=0, ge=0, le=MAX_OFFSET),
 ) -> Template:
-    filters = _filters(tier, lang, model, batch, scope, status)
+    filters = _filters(tier, lang, model, batch, show, status)
     listed = await review.queue_page(review_queue, tenant, filters, offset=offset, limit=PAGE_SIZE)
-    _, session = session_of(request)
-    keep = filters_of({"tier": tier, "lang": lang, "model": model, "batch": batch, "scope": scope})
+    keep = filters_of({"tier": tier, "lang": lang, "model": model, "batch": batch, "show": show})
     return page(
         request,
         "queue.html",
         page=listed,
+        day=await _day(review_queue, db, tenant, review.acting_reviewer(_principal(request)).name),
         filters=filters,
         keep=keep,
         status=filters.status,
-        mine={k for k, v in session.leases.items() if v > time.time()},
         prev_query=_query(**keep, status=status, offset=str(max(0, offset - PAGE_SIZE)) if offset else ""),
         next_query=_query(**keep, status=status, offset=str(listed.next_offset or "")),
     )
+
+
+@dataclass(frozen=True)
+class Day:
+    """A reviewer's day: verdicts given since midnight (UTC), items her leases hold, flagged items pending per tier."""
+
+    done_today: int
+    leased_to_me: int
+    pending_by_tier: dict[str, str]  # tier -> count as the queue shows it ("1,000+" past the bound)
+
+
+async def _day(queue: ReviewQueue, db: DurableStore, tenant: str, me: str) -> Day:
+    midnight = time.time() // 86_400 * 86_400
+    done = await asyncio.to_thread(db.verdicts_given, tenant, me, midnight)
+
+    async def count(f: review.QueueFilters) -> str:
+        listed = await review.queue_page(queue, tenant, f, offset=0, limit=1)
+        return f"{listed.total:,}" + ("" if listed.total_exact else "+")
+
+    mine = await review.queue_page(
+        queue, tenant, review.QueueFilters(scope="all", status="leased", leased_to=me), offset=0, limit=1
+    )
+    tiers = ("top_1", "top_5", "top_10", "top_20")
+    counts = await asyncio.gather(*(count(review.QueueFilters(tier=t)) for t in tiers))
+    return Day(done, mine.total, dict(zip(tiers, counts, strict=True)))
 
 
 @post("/claim", include_in_schema=False, status_code=303, **page_access("review"))
@@ -236,8 +290,7 @@ async def _claim_and_go(
     request: Request[Any, Any, Any], review_queue: ReviewQueue, tenant: str, token: str, form: ClaimForm
 ) -> Redirect:
     """Lease the next item through the claim logic of ``POST /v1/review/claims`` and open it."""
-    _, session = session_of(request)
-    f = _filters(form.tier, form.lang, form.model, form.batch, form.scope)
+    f = _filters(form.tier, form.lang, form.model, form.batch, form.show)
     lease = await review.claim(
         review_queue,
         tenant,
@@ -254,7 +307,6 @@ async def _claim_and_go(
     keep = form.kept()
     if not lease.items:
         return see_other("/ui/queue" + _query(**keep, m="empty"))
-    await session_store(request).remember_lease(token, session, lease.lease_id, lease.expires_at)
     return see_other(f"/ui/items/{lease.items[0].id}" + _query(**keep))
 
 
@@ -270,25 +322,36 @@ async def item(
     lang: str = "",
     model: str = "",
     batch: str = "",
-    scope: str = "",
+    show: str = "",
 ) -> Template:
     detail = await review.item_detail(review_queue, store, db, tenant, item_id)
-    _, session = session_of(request)
-    lease_id = detail.item.lease_id
-    expires = session.leases.get(lease_id, 0.0) if lease_id else 0.0
-    mine = lease_id is not None and expires > time.time()
-    keep = filters_of({"tier": tier, "lang": lang, "model": model, "batch": batch, "scope": scope})
+    me = review.acting_reviewer(_principal(request)).name
+    # a lease is the reviewer's (her key's), whichever session took it
+    holder = detail.item.leased_to
+    mine = holder is not None and holder == me
+    keep = filters_of({"tier": tier, "lang": lang, "model": model, "batch": batch, "show": show})
+    rs = get_review_settings()
+    counted = in_force(detail.verdicts)
+    own = next((v for v in reversed(counted) if v.reviewer == me), None)
     return page(
         request,
         "item.html",
         view=item_page(detail),
         d=detail,
+        own=own,
+        # her own verdict may be replaced for a while (a slip); a second opinion is another reviewer's
+        can_replace=own is not None and time.time() - own.created_at <= rs.replace_seconds,
+        # blind: others' labels and notes only once she has given her own
+        blind=rs.blind_second_opinions and own is None,
+        others=[v for v in counted if v.reviewer != me],
         mine=mine,
-        lease_expires=expires if mine else None,
-        leased_by_other=lease_id is not None and not mine,
+        lease_expires=detail.item.lease_expires if mine else None,
+        leased_by_other=holder is not None and not mine,
         keep=keep,
         keep_query=_query(**keep),
         labels=("VALID", "MINOR", "MAJOR"),
+        severities=SPAN_SEVERITIES,
+        categories=CATEGORIES,
         request_key=secrets.token_urlsafe(18),
     )
 
@@ -302,8 +365,8 @@ async def verdict(
     tenant: str,
     data: Annotated[VerdictForm, Form],
 ) -> Redirect:
-    token, session = form_session(request, data.csrf)
-    lease_id = data.lease_id if data.lease_id in session.leases else None
+    token, _ = form_session(request, data.csrf)
+    lease_id = data.lease_id or None  # the verdict's rules check that it holds the item and is this reviewer's
     try:  # the JSON route's own limits (lengths), through its own request type
         given = msgspec.convert(
             {
@@ -311,6 +374,10 @@ async def verdict(
                 "note": data.note.strip() or None,
                 "error_category": data.error_category.strip() or None,
                 "lease_id": lease_id,
+                "findings": _objects(data.judgement, "judgement"),
+                "spans": _objects(data.span, "span"),
+                "replaces": _number(data.replaces, int, "replaces"),
+                "active_seconds": _number(data.active_seconds, float, "active_seconds"),
             },
             VerdictRequest,
         )
@@ -322,7 +389,6 @@ async def verdict(
         # the item is reviewed: the lease (one item) is done; an already ended lease is no matter
         with contextlib.suppress(NotFound, Conflict):  # the lease ended meanwhile
             await review.release(review_queue, tenant, who, lease_id)
-        await session_store(request).forget_lease(token, session, lease_id)
     if data.then == "next":
         return await _claim_and_go(request, review_queue, tenant, token, data)
     return see_other("/ui/queue" + _query(**data.kept(), m="recorded"))
@@ -336,10 +402,9 @@ async def renew(
     tenant: str,
     data: Annotated[LeaseForm, Form],
 ) -> Redirect:
-    token, session = form_session(request, data.csrf)
+    form_session(request, data.csrf)
     who = review.acting_reviewer(_principal(request))
-    lease = await review.renew(review_queue, tenant, who, lease_id, RenewRequest())
-    await session_store(request).remember_lease(token, session, lease.lease_id, lease.expires_at)
+    await review.renew(review_queue, tenant, who, lease_id, RenewRequest())
     target = f"/ui/items/{data.item_id}" if data.item_id else "/ui/queue"
     return see_other(target + "?m=renewed")
 
@@ -352,10 +417,41 @@ async def release(
     tenant: str,
     data: Annotated[LeaseForm, Form],
 ) -> Redirect:
-    token, session = form_session(request, data.csrf)
+    form_session(request, data.csrf)
     await review.release(review_queue, tenant, review.acting_reviewer(_principal(request)), lease_id)
-    await session_store(request).forget_lease(token, session, lease_id)
-    return see_other("/ui/queue?m=released")
+    return see_other("/ui/leases?m=released" if data.back == "leases" else "/ui/queue?m=released")
+
+
+@post("/items/{item_id:str}/skip", include_in_schema=False, status_code=303, **page_access("review"))
+async def skip(
+    request: Request[Any, Any, Any],
+    item_id: str,
+    review_queue: ReviewQueue,
+    tenant: str,
+    data: Annotated[SkipForm, Form],
+) -> Redirect:
+    """Leave an item without a verdict (``n`` on it, or back to the queue): the next item is claimed first, while
+    this one is still held (so the claim does not hand it straight back), then its lease is released."""
+    token, _ = form_session(request, data.csrf)
+    go = await _claim_and_go(request, review_queue, tenant, token, data) if data.then == "next" else None
+    if data.lease_id:
+        with contextlib.suppress(NotFound, Conflict):  # ended meanwhile, or reviewed: nothing left to release
+            await review.release(review_queue, tenant, review.acting_reviewer(_principal(request)), data.lease_id)
+    return go or see_other("/ui/queue" + _query(**data.kept(), m="released"))
+
+
+@get("/leases", include_in_schema=False, **page_access("review"))
+async def leases_page(request: Request[Any, Any, Any], review_queue: ReviewQueue, tenant: str) -> Template:
+    """The items the reviewer's live leases hold, whichever session (or API client) took them."""
+    me = review.acting_reviewer(_principal(request)).name
+    held = await review.queue_page(
+        review_queue,
+        tenant,
+        review.QueueFilters(scope="all", status="leased", leased_to=me),
+        offset=0,
+        limit=PAGE_SIZE,
+    )
+    return page(request, "leases.html", page=held)
 
 
 @get("/calibration", include_in_schema=False, **page_access("admin"))
@@ -428,8 +524,21 @@ async def batch_progress_fragment(
     return page(request, "batch_progress.html", progress=await batch_progress(store, tenant, batch_id))
 
 
+@get("/ui/static/{file:str}", include_in_schema=False, name="workbench-static")
+async def static_file(request: Request[Any, Any, Any], file: str) -> Response[bytes]:
+    """A static file by its hashed name (``assets.FILES``): cached for good, gzipped when the browser takes it."""
+    asset = FILES.get(file)
+    if asset is None:
+        raise NotFound(f"no static file {file!r}")
+    headers = {"cache-control": IMMUTABLE, "vary": "accept-encoding"}
+    if "gzip" in request.headers.get("accept-encoding", ""):
+        headers["content-encoding"] = "gzip"
+        return Response(asset.gzipped, media_type=asset.media_type, headers=headers)
+    return Response(asset.body, media_type=asset.media_type, headers=headers)
+
+
 def workbench_handlers() -> list[Any]:
-    """The root's redirect and the ``/ui`` router (pages and their static files), for the app's route handlers."""
+    """The root's redirect, the ``/ui`` router of pages and their static files, for the app's route handlers."""
     pages = Router(
         path="/ui",
         route_handlers=[
@@ -441,8 +550,10 @@ def workbench_handlers() -> list[Any]:
             claim_next,
             item,
             verdict,
+            skip,
             renew,
             release,
+            leases_page,
             calibration_page,
             batches_page,
             batch_page,
@@ -452,7 +563,4 @@ def workbench_handlers() -> list[Any]:
         response_headers=[ResponseHeader(name="content-security-policy", value=CSP)],
         include_in_schema=False,
     )
-    static = create_static_files_router(
-        path="/ui/static", directories=[STATIC_DIR], include_in_schema=False, name="workbench-static"
-    )
-    return [root, pages, static]
+    return [root, pages, static_file]

@@ -318,7 +318,7 @@ def item_page(detail: ReviewItemOut) -> ItemPage:
 
 def filters_of(query: dict[str, Any]) -> dict[str, str]:
     """The queue filters carried from page to page (claim next keeps them)."""
-    keep = {k: str(query[k]) for k in ("tier", "lang", "model", "batch", "scope") if query.get(k)}
-    if keep.get("scope") == "flagged":  # the default says nothing
-        del keep["scope"]
+    keep = {k: str(query[k]) for k in ("tier", "lang", "model", "batch", "show") if query.get(k)}
+    if keep.get("show") != "all":  # the default ("flagged") says nothing; nothing else is a value of it
+        keep.pop("show", None)
     return keep

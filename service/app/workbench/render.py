@@ -10,10 +10,17 @@ from litestar import Request
 from litestar.response import Template
 
 from service.app.workbench.access import reviewer_of, session_in
-from service.app.workbench.assets import ASSETS
+from service.app.workbench.assets import ASSETS, URLS
 from service.platform.auth import Principal
 
-__all__ = ["MESSAGES", "page"]
+__all__ = ["CSP", "MESSAGES", "page"]
+
+# pages load only their own files: no inline script or style, forms post only here, never framed; every page has it,
+# error pages included (an error page under the API's `default-src 'none'` would lose its style and keys)
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
 
 # messages a redirect may ask a page to show, by code (a code, never text from the URL)
 MESSAGES = {
@@ -42,8 +49,10 @@ def page(
         "reviewer": reviewer_of(principal) if principal is not None else None,
         "csrf": found[1].csrf if found is not None else "",
         "assets": ASSETS,
+        "asset_urls": URLS,
         "message": MESSAGES.get(str(request.query_params.get("m", ""))),
         "path": request.url.path,
         "now": time.time(),
     }
+    headers = {**(headers or {}), "content-security-policy": CSP}
     return Template(template_name=name, context={**base, **context}, status_code=status_code, headers=headers)

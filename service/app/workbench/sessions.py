@@ -1,6 +1,6 @@
 """Workbench sessions: a sign-in with an API key becomes a random session token in an HttpOnly cookie; the record
-(in Redis, work in flight like a lease) names the key, never holds it, and carries the form token (CSRF) and the
-leases the reviewer took in it.
+(in Redis) names the key, never holds it, and carries the form token (CSRF). Leases are not the session's: they are
+the key's reviewer's, in the review queue's rows, so a second sign-in sees them as hers.
 
 Layout (global: a cookie does not say its tenant):
   trisk:ws:{sha256(token)}      string  the session record (JSON), expiring with the session
@@ -22,21 +22,19 @@ from typing import Any
 import msgspec
 from redis.asyncio import Redis
 
-__all__ = ["MAX_LEASES", "MAX_PER_KEY", "Session", "SessionStore"]
+__all__ = ["MAX_PER_KEY", "Session", "SessionStore"]
 
 MAX_PER_KEY = 20  # sessions one key may hold at once: a loop of sign-ins cannot grow Redis without bound
-MAX_LEASES = 20  # leases a session remembers (the reviewer's own, for their time left and renewal)
 
 
 class Session(msgspec.Struct):
-    """A signed-in key: whose, until when, the form token, and the leases taken in this session (id -> expiry)."""
+    """A signed-in key: whose, until when, and the form token."""
 
     key_id: str
     tenant: str
     csrf: str
     created_at: float
     expires_at: float
-    leases: dict[str, float] = msgspec.field(default_factory=dict)
 
     def csrf_ok(self, given: str | None) -> bool:
         return given is not None and hmac.compare_digest(self.csrf.encode(), given.encode())
@@ -94,26 +92,6 @@ class SessionStore:
             return None
         session = _dec.decode(raw)
         return session if session.expires_at > time.time() else None
-
-    async def remember_lease(self, token: str, session: Session, lease_id: str, expires_at: float) -> None:
-        """Keep a lease this session took (or renewed), dropping the soonest-expiring beyond ``MAX_LEASES``."""
-        now = time.time()
-        leases = {k: v for k, v in session.leases.items() if v > now}
-        leases[lease_id] = expires_at
-        if len(leases) > MAX_LEASES:
-            leases = dict(sorted(leases.items(), key=lambda kv: -kv[1])[:MAX_LEASES])
-        await self._save(token, msgspec.structs.replace(session, leases=leases))
-
-    async def forget_lease(self, token: str, session: Session, lease_id: str) -> None:
-        if lease_id in session.leases:
-            leases = {k: v for k, v in session.leases.items() if k != lease_id}
-            await self._save(token, msgspec.structs.replace(session, leases=leases))
-
-    async def _save(self, token: str, session: Session) -> None:
-        ttl = session.seconds_left()
-        if ttl > 0:
-            # XX: a session signed out meanwhile (another tab) stays signed out
-            await self.redis.set(f"trisk:ws:{_digest(token)}", _enc.encode(session), ex=ttl, xx=True)
 
     async def delete(self, token: str | None, session: Session | None = None) -> None:
         if not token:

@@ -1,11 +1,11 @@
 """Agreement between reviewers on item labels: Cohen's kappa per pair of reviewers, Krippendorff's alpha overall.
 
-Each reviewer counts with her current verdict on an item (``labels.current_verdicts``: a verdict that replaces her
-earlier one counts, the replaced one does not). Kappa of a pair is over the items both judged; alpha (nominal,
-VALID/MINOR/MAJOR) over every item two or more reviewers judged, a reviewer who did not judge an item counting as
-missing. Intervals are seeded percentile bootstraps over those items (``service.core.metrics.bootstrap_interval``;
-its undefined resamples are counted). The statistics are ``service.core.metrics``'s (scikit-learn's kappa,
-Krippendorff's coincidences).
+Each reviewer counts with her verdict in force on an item (``durable.in_force``: a verdict that replaces her earlier
+one counts, the replaced one does not; of two without a replacement, the later). Kappa of a pair is over the items
+both judged; alpha (nominal, VALID/MINOR/MAJOR) over every item two or more reviewers judged, a reviewer who did not
+judge an item counting as missing. Intervals are seeded percentile bootstraps over those items
+(``service.core.metrics.bootstrap_interval``; its undefined resamples are counted). The statistics are
+``service.core.metrics``'s (scikit-learn's kappa, Krippendorff's coincidences).
 """
 
 from __future__ import annotations
@@ -26,10 +26,9 @@ from service.core.metrics import (
     krippendorff_alpha_nominal,
     krippendorff_alpha_nominal_rows,
 )
-from service.review.calibration.labels import current_verdicts
-from service.state.durable import LABELS, Label, Verdict
+from service.state.durable import LABELS, Label, Verdict, in_force
 
-__all__ = ["AGREEMENT_BOOTSTRAP", "current_verdicts", "reviewer_agreement"]
+__all__ = ["AGREEMENT_BOOTSTRAP", "reviewer_agreement"]
 
 # fixed, so the page and the API give the same interval for the same verdicts
 AGREEMENT_BOOTSTRAP = BootstrapOptions(resamples=2000, confidence=0.95, seed=0)
@@ -48,7 +47,7 @@ def _interval(ci: Interval | None) -> dict[str, Any] | None:
 def reviewer_agreement(verdicts: Sequence[Verdict], options: BootstrapOptions = AGREEMENT_BOOTSTRAP) -> dict[str, Any]:
     """Kappa per reviewer pair and alpha overall, each with its item count and bootstrap interval (JSON-ready)."""
     by_item: dict[str, dict[str, Label]] = {}
-    for v in current_verdicts(verdicts):
+    for v in sorted(in_force(verdicts), key=lambda v: v.id):  # a later verdict of a reviewer overwrites hers
         by_item.setdefault(v.item_id, {})[v.reviewer] = v.label
     reviewers = sorted({r for labels in by_item.values() for r in labels})
     code = {lab: i for i, lab in enumerate(LABELS)}

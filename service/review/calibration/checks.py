@@ -28,8 +28,7 @@ from service.core.metrics import wilson_interval
 from service.core.ranking import HardFlagRule
 from service.core.types import Flag, Severity
 from service.core.typology import CATEGORIES, RULE_CATEGORY, Category, Decision, ErrorSpan, SpanSeverity
-from service.review.calibration.labels import current_verdicts
-from service.state.durable import Verdict
+from service.state.durable import Verdict, in_force
 
 __all__ = [
     "JudgedFinding",
@@ -75,12 +74,12 @@ def _findings(snapshot: dict[str, Any]) -> dict[str, Finding]:
 
 
 def judged_findings(verdicts: Sequence[Verdict]) -> tuple[list[JudgedFinding], list[ErrorSpan]]:
-    """Every judgement of a finding and every span added in the verdicts that count (``current_verdicts``); a
+    """Every judgement of a finding and every span added in the verdicts that count (``durable.in_force``); a
     finding is named by the id ``findings.findings_of`` gave it in the item's snapshot (the verdict route checked
     it). Judge span findings, which carry no flag, are left out until the snapshot lists them."""
     judged: list[JudgedFinding] = []
     added: list[ErrorSpan] = []
-    for v in current_verdicts(verdicts):
+    for v in in_force(verdicts):
         shown = _findings(v.snapshot) if v.findings else {}
         risk = v.snapshot.get("risk")
         model = risk.get("rule") if isinstance(risk, dict) and isinstance(risk.get("rule"), str) else None

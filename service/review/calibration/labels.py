@@ -17,9 +17,9 @@ import msgspec
 
 from service.core.ranking import FORCING_LEVEL, priority
 from service.core.types import Flag, Severity, SignalResult, SignalValue
-from service.state.durable import DurableStore, Label, Verdict
+from service.state.durable import DurableStore, Label, in_force
 
-__all__ = ["SEVERITY", "LabelledItem", "current_verdicts", "human_items", "panel_items"]
+__all__ = ["SEVERITY", "LabelledItem", "human_items", "panel_items"]
 
 # label severity: ties between labels of an item go to the more severe one
 SEVERITY = {"VALID": 0, "MINOR": 1, "MAJOR": 2}
@@ -74,26 +74,16 @@ class LabelledItem:
         return priority(float(v), severity)
 
 
-def current_verdicts(verdicts: Sequence[Verdict]) -> list[Verdict]:
-    """The verdicts that count, oldest first: none that a later verdict ``supersedes``, and of each reviewer only
-    her latest on an item (a verdict replaced without naming it counts no more than one that names it)."""
-    replaced = {v.supersedes for v in verdicts if v.supersedes is not None}
-    latest: dict[tuple[str, str], Verdict] = {}
-    for v in sorted(verdicts, key=lambda v: v.id):
-        if v.id not in replaced:
-            latest[(v.item_id, v.reviewer)] = v
-    return sorted(latest.values(), key=lambda v: v.id)
-
-
 def _majority(labels: Sequence[Label]) -> Label:
     counts = Counter(labels)
     return max(counts, key=lambda lab: (counts[lab], SEVERITY[lab]))
 
 
 def human_items(db: DurableStore, tenant: str, candidate_model: str | None = None) -> tuple[list[LabelledItem], int]:
-    """Items with human verdicts (majority label per item over the verdicts that count) and their number."""
+    """Items with human verdicts (majority label per item) and the number of verdicts they rest on; a verdict its
+    reviewer replaced does not count."""
     by_item: dict[str, list[Any]] = {}
-    for v in current_verdicts(db.verdicts(tenant)):
+    for v in in_force(db.verdicts(tenant)):
         by_item.setdefault(v.item_id, []).append(v)
     items = []
     n_verdicts = 0

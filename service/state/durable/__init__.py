@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from service.state.durable.engine import database_url, describe, make_engine
 from service.state.durable.migrate import upgrade
-from service.state.durable.records import LABELS, Activation, Adjudication, FitRecord, Label, Verdict
+from service.state.durable.records import LABELS, Activation, Adjudication, FitRecord, Label, Verdict, in_force
 from service.state.durable.review_items import forget_items
 from service.state.durable.store import DuplicateRecord, DurableStore, StoreUnavailable, close_stores, open_store
 
@@ -24,6 +24,7 @@ __all__ = [
     "database_url",
     "describe",
     "forget_items",
+    "in_force",
     "make_engine",
     "open_store",
     "upgrade",

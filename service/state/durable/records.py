@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Iterable
+from typing import Any, Literal, Protocol, TypeVar
 
 import msgspec
 
 from service.core.typology import ErrorSpan, FindingJudgement
 
-__all__ = ["LABELS", "Activation", "Adjudication", "FitRecord", "Label", "Verdict"]
+__all__ = ["LABELS", "Activation", "Adjudication", "FitRecord", "Label", "Verdict", "in_force"]
 
 Label = Literal["VALID", "MINOR", "MAJOR"]
 LABELS: tuple[Label, ...] = ("VALID", "MINOR", "MAJOR")
@@ -38,6 +39,24 @@ class Verdict(msgspec.Struct):
     # seconds from the claim to the verdict (None: given without a lease), and with the item's page in front of her
     lease_seconds: float | None = None
     active_seconds: float | None = None
+
+
+class _Superseding(Protocol):
+    @property
+    def id(self) -> int: ...
+    @property
+    def supersedes(self) -> int | None: ...
+
+
+V = TypeVar("V", bound=_Superseding)
+
+
+def in_force(verdicts: Iterable[V]) -> list[V]:
+    """The verdicts that count (stored ones, or as the API shows them): every one but those a later verdict
+    supersedes (a reviewer's replaced slip)."""
+    given = list(verdicts)
+    replaced = {v.supersedes for v in given if v.supersedes is not None}
+    return [v for v in given if v.id not in replaced]
 
 
 class Adjudication(msgspec.Struct):

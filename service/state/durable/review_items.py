@@ -60,7 +60,7 @@ __all__ = [
 
 ItemStatus = Literal["open", "leased", "reviewed"]
 # the item attributes a listing or a claim may be narrowed to (equality), by column name
-FILTER_COLUMNS = ("tier", "lang", "model", "batch_id")
+FILTER_COLUMNS = ("tier", "lang", "model", "batch_id", "lease_reviewer")
 # columns a refresh (the final result replacing the cheap tier's) rewrites: never the time it joined, its lease or
 # its verdicts
 _REFRESHED = ("expires_at", "priority", "flagged", "forced", "tier", "lang", "model", "batch_id", "body")
@@ -72,7 +72,8 @@ c = review_items.c
 
 
 class ItemRow(msgspec.Struct, frozen=True):
-    """An item's stored body and where it stands: ``lease_id`` only while it is leased (status ``leased``)."""
+    """An item's stored body and where it stands: ``lease_id``, its holder and its end only while it is leased
+    (status ``leased``)."""
 
     id: str
     body: str
@@ -80,6 +81,8 @@ class ItemRow(msgspec.Struct, frozen=True):
     status: ItemStatus
     verdicts: int
     lease_id: str | None
+    leased_to: str | None = None
+    lease_expires: float | None = None
 
 
 class LeaseRow(msgspec.Struct, frozen=True):
@@ -116,10 +119,11 @@ def _status(row: Any, now: float) -> tuple[ItemStatus, str | None]:
 
 def _item_of(row: Any, now: float) -> ItemRow:
     status, lease = _status(row, now)
-    return ItemRow(row.id, row.body, float(row.enqueued_at), status, int(row.verdicts), lease)
+    holder, ends = (row.lease_reviewer, float(row.lease_expires)) if lease is not None else (None, None)
+    return ItemRow(row.id, row.body, float(row.enqueued_at), status, int(row.verdicts), lease, holder, ends)
 
 
-_ROW = (c.id, c.body, c.enqueued_at, c.verdicts, c.lease_id, c.lease_expires)
+_ROW = (c.id, c.body, c.enqueued_at, c.verdicts, c.lease_id, c.lease_reviewer, c.lease_expires)
 
 
 def _narrowed(query: Any, filters: dict[str, str], flagged_only: bool) -> Any:
@@ -328,6 +332,8 @@ def record_verdict(
     findings: tuple[FindingJudgement, ...] = (),
     spans: tuple[ErrorSpan, ...] = (),
     active_seconds: float | None = None,
+    replaces: int | None = None,
+    replace_seconds: float = 0.0,
 ) -> tuple[Verdict, bool]:
     """Append a verdict and count it on the item, in one transaction with the item's row locked; returns the verdict
     and whether it was stored already (a retry). The rules, in order:
@@ -337,13 +343,17 @@ def record_verdict(
     - a cited lease must be the item's live lease in this tenant (Conflict: bogus, expired, released, another
       tenant's) and the caller's (Forbidden: another reviewer's);
     - an unreviewed item under a live lease takes a verdict only with that lease (Conflict);
-    - otherwise (open, or reviewed: a further opinion) no lease is needed.
+    - otherwise (open, or reviewed: a further opinion) no lease is needed;
+    - a reviewer gives one verdict per item: a second one (Conflict) only ``replaces`` her own last verdict on it,
+      within ``replace_seconds`` of giving it; the new one supersedes it and both are kept.
 
     ``snapshot(item_body)`` gives the snapshot the verdict copies from the item's stored body (and raises when the
     verdict does not fit the item: a judgement of a finding it does not have)."""
     # what was asked, to tell a retry from another verdict; the item's ids and snapshot are filled in below
     asked = Verdict(0, tenant, item_id, "", "", reviewer, label, error_category, note, lease_id, now, {})
-    asked = msgspec.structs.replace(asked, findings=findings, spans=spans, active_seconds=active_seconds)
+    asked = msgspec.structs.replace(
+        asked, findings=findings, spans=spans, active_seconds=active_seconds, supersedes=replaces
+    )
     with store._insert() as con:
         item = con.execute(
             sa.select(
@@ -368,7 +378,7 @@ def record_verdict(
             )
             if not repeats:
                 continue
-            if _same_request(v, asked) and v.lease_id == lease_id:
+            if _same_request(v, asked) and v.lease_id == lease_id and v.supersedes == replaces:
                 return v, True
             what = "Idempotency-Key" if request_key is not None and key == request_key else f"lease {lease_id!r}"
             raise Conflict(
@@ -376,6 +386,9 @@ def record_verdict(
                 "opinion without it",
                 extra={"verdict_id": v.id},
             )
+        _one_verdict_each(
+            [v for v, _ in earlier], item_id, reviewer, replaces=replaces, replace_seconds=replace_seconds, now=now
+        )
         live_lease = item.lease_id is not None and item.lease_expires > now
         if lease_id is not None:
             if not live_lease or item.lease_id != lease_id:
@@ -406,6 +419,31 @@ def record_verdict(
         )
         con.execute(review_items.update().where(c.tenant == tenant, c.id == item_id).values(verdicts=c.verdicts + 1))
     return verdict, False
+
+
+def _one_verdict_each(
+    earlier: list[Verdict], item_id: str, reviewer: str, *, replaces: int | None, replace_seconds: float, now: float
+) -> None:
+    """A reviewer's verdicts on an item: one in force; a new one only replaces her last, within the window."""
+    replaced = {v.supersedes for v in earlier if v.supersedes is not None}
+    mine = [v for v in earlier if v.reviewer == reviewer and v.id not in replaced]
+    if replaces is None:
+        if mine:
+            raise Conflict(
+                f"you gave verdict {mine[-1].id} on item {item_id!r} already: a second opinion is another reviewer's; "
+                f"replace yours (replaces={mine[-1].id}) within {replace_seconds:.0f} s of giving it",
+                extra={"verdict_id": mine[-1].id},
+            )
+        return
+    if not mine or mine[-1].id != replaces:
+        raise Conflict(
+            f"verdict {replaces} is not your verdict in force on item {item_id!r}: only that one is replaced"
+        )
+    if now - mine[-1].created_at > replace_seconds:
+        raise Conflict(
+            f"verdict {replaces} was given {now - mine[-1].created_at:.0f} s ago: it can be replaced for "
+            f"{replace_seconds:.0f} s (TRISK_REVIEW_REPLACE_SECONDS)"
+        )
 
 
 def delete_items_of(con: Connection, tenant: str, assessment_ids: list[str]) -> int:

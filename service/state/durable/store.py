@@ -232,6 +232,13 @@ class DurableStore:
                 ),
             )
 
+    def verdicts_given(self, tenant: str, reviewer: str, since: float) -> int:
+        """How many verdicts ``reviewer`` gave since ``since`` (a reviewer's day, on the workbench)."""
+        c = verdicts.c
+        query = sa.select(sa.func.count()).where(c.tenant == tenant, c.reviewer == reviewer, c.created_at >= since)
+        with self._read() as con:
+            return int(con.execute(query).scalar_one())
+
     def verdicts(self, tenant: str, item_id: str | None = None) -> list[Verdict]:
         """Every verdict of a tenant (or of one item), oldest first, numbered per item."""
         with self._read() as con:

@@ -50,6 +50,10 @@ class HardFlagRule(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     # only these rule names force (None = any rule at the listed severities)
     rules: list[str] | None = None
 
+    def forces(self, rule: str, severity: str) -> bool:
+        """Whether a flag of ``rule`` at ``severity`` is forced to the top."""
+        return self.force_to_top and severity in self.severities and (self.rules is None or rule in self.rules)
+
 
 def level_of(forced_severity: Severity | None) -> int:
     """The forcing level of a candidate (0 when no flag forces it)."""
@@ -58,9 +62,7 @@ def level_of(forced_severity: Severity | None) -> int:
 
 def forcing_flag(rule: HardFlagRule, flags: Sequence[Flag]) -> Flag | None:
     """The most severe of ``flags`` that ``rule`` forces to the top (None when the rule forces none of them)."""
-    if not rule.force_to_top:
-        return None
-    hits = [f for f in flags if f.severity in rule.severities and (rule.rules is None or f.rule in rule.rules)]
+    hits = [f for f in flags if rule.forces(f.rule, f.severity)]
     return max(hits, key=lambda f: FORCING_LEVEL[f.severity], default=None)
 
 

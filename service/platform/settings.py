@@ -501,6 +501,15 @@ class ReviewSettings(SettingsGroup):
     judge_error_max_score: float = setting(
         "TRISK_JUDGE_ERROR_MAX_SCORE", 70.0, "judge scores at or below this count as an error against reviewers (GEMBA)"
     )
+    # a forcing check earns its place at the top from reviewers' word on its findings (issue 36)
+    demote_below_precision: float = setting(
+        "TRISK_DEMOTE_BELOW_PRECISION",
+        0.5,
+        "a check the active model forces is proposed for demotion to a score term below this forcing precision",
+    )
+    demote_min_judged: int = setting(
+        "TRISK_DEMOTE_MIN_JUDGED", 20, "judged findings of a check needed before its precision can propose a demotion"
+    )
 
 
 @dataclass(frozen=True)

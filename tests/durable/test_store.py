@@ -224,6 +224,24 @@ def test_the_latest_activation_is_the_active_model(durable_store: DurableStore, 
     assert durable_store.active(f"{tenant}-other") is None
 
 
+def test_an_activation_records_who_whether_forced_why_and_the_comparison(
+    durable_store: DurableStore, tenant: str
+) -> None:
+    plain = durable_store.activate(tenant, "m1", "m1@1")
+    forced = durable_store.activate(
+        tenant,
+        "m2",
+        "m2@1",
+        activated_by="ana (k1)",
+        forced=True,
+        reason="truncations matter less here",
+        body={"kind": "fit", "comparison": {"loses": True}},
+    )
+    assert durable_store.activations(tenant) == [plain, forced]
+    assert (plain.forced, plain.reason, plain.body, plain.activated_by) == (False, None, {}, None)
+    assert durable_store.active(tenant) == forced and forced.body["comparison"] == {"loses": True}
+
+
 # -- append-only, enforced by the database
 
 

@@ -201,7 +201,11 @@ def test_fit_refuses_few_labels_then_fits_and_activates(api: Any, tenant: str, d
     out = r.json()
     assert out["active"] is False and out["model"].startswith("calibrated-")
     assert next(s["name"] for s in out["signals"]) == "s"
-    assert out["fit"]["tenant"] == tenant and out["fit"]["n_items"] == 43
+    # fitted outside the held-apart suttas, from the active model (test-risk: z(s)), compared with it on them
+    assert out["fit"]["tenant"] == tenant and out["fit"]["n_items"] + out["fit"]["validation"]["n_items"] == 43
+    assert out["fit"]["started_from"]["model"] == "test-risk@1.0.0" and out["fit"]["validation"]["active"] == (
+        "test-risk@1.0.0"
+    )
     assert out["fit"]["folds"] == "4 folds grouped by source passage, seed 20260101"
     assert _store(db_path).active(tenant) is None
     models = {m["name"]: m for m in api.get("/v1/calibration/models").json()}

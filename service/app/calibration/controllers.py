@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from litestar import Controller, Response, get, post
+from litestar import Controller, Request, Response, get, post
 from litestar.params import Parameter
 
-from service.app.auth import access
+from service.app.auth import access, principal_of, reviewer_of
 from service.app.calibration import services
-from service.app.calibration.schemas import ActivationOut, FitOut, FitRequest, ModelOut
+from service.app.calibration.schemas import (
+    ActivateRequest,
+    ActivationOut,
+    DemotionRequest,
+    FitOut,
+    FitRequest,
+    ModelOut,
+)
 from service.core.budget import DEFAULT_BUDGET
 from service.state.risk_catalog import ModelCatalog
 
@@ -31,7 +38,11 @@ class CalibrationController(Controller):
             "source=human (reviewer verdicts, majority per item) or panel (adjudication labels), never mixed. "
             "model names the risk model re-applied to stored signals (default: the tenant's active model); "
             "candidate_model restricts to one translating system. Figures needing both classes are refused with the "
-            "reason when a class is absent; label counts say what the report rests on."
+            "reason when a class is absent; label counts say what the report rests on. With source=human also "
+            "checks (each check's precision and forcing precision from reviewers' judgements of its findings, with "
+            "Wilson intervals, per risk model too; reviewer-side recall per error category; demotions proposed "
+            "against the active model) and agreement (Cohen's kappa per reviewer pair, Krippendorff's alpha, "
+            "bootstrap intervals)."
         ),
     )
     async def report(
@@ -96,7 +107,38 @@ class CalibrationController(Controller):
         operation_id="activateRiskModel",
         **access("admin"),
         summary="Make a risk model the tenant's active one (new assessments are scored with it)",
+        description=(
+            "The model is first compared with the active one on the tenant's verdicts (a fit: on the suttas held "
+            "apart from it; otherwise every labelled item): recall of MAJOR in the top 1/5/10/20%, overall and per "
+            "error category, with Wilson intervals. A model that loses (recall below the lower end of the active "
+            "model's interval) is refused with 409 and the comparison, unless the body says force with a reason; "
+            "the activation history records who, the comparison, and whether and why it was forced."
+        ),
         status_code=200,
     )
-    async def activate(self, name: str, catalog: ModelCatalog, tenant: str) -> ActivationOut:
-        return await services.activate(catalog, tenant, name)
+    async def activate(
+        self,
+        request: Request[Any, Any, Any],
+        name: str,
+        catalog: ModelCatalog,
+        tenant: str,
+        data: ActivateRequest | None = None,
+    ) -> ActivationOut:
+        who = reviewer_of(principal_of(request))
+        return await services.activate(catalog, tenant, name, data or ActivateRequest(), who)
+
+    @post(
+        "/demotions",
+        operation_id="createCheckDemotion",
+        **access("admin"),
+        summary="A model like the active one with a check no longer forcing (its signal a score term); inactive until "
+        "activated",
+        description=(
+            "The calibration report's checks.demotions lists the checks reviewers' judgements propose (forcing "
+            "precision below TRISK_DEMOTE_BELOW_PRECISION on at least TRISK_DEMOTE_MIN_JUDGED judged findings); "
+            "any check the active model forces can be demoted. 422 when the active model does not force it."
+        ),
+        status_code=201,
+    )
+    async def demote(self, data: DemotionRequest, catalog: ModelCatalog, tenant: str) -> FitOut:
+        return await services.demote(catalog, tenant, data)

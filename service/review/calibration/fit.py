@@ -10,15 +10,18 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from service.core.budget import DEFAULT_BUDGET
 from service.core.metrics import DEFAULT_BUDGETS
 from service.core.ranking import forcing_flag
-from service.core.risk import HardFlagRule, RiskModel
+from service.core.risk import HardFlagRule, RiskModel, RiskRegistry
 from service.core.signals import PEER_SIGNALS
 from service.core.types import SignalValue
 from service.platform.errors import InputError
+from service.review.calibration.checks import without_forcing
+from service.review.calibration.compare import compare_models, hold_apart, sutta_of
 from service.review.calibration.labels import LabelledItem
 from service.review.calibration.search import (
     SEED,
@@ -35,7 +38,7 @@ from service.review.calibration.search import (
     selection_description,
 )
 
-__all__ = ["MIN_COVERAGE", "fit_risk_model"]
+__all__ = ["MIN_COVERAGE", "fit_risk_model", "validated_fit"]
 
 MIN_COVERAGE = 0.5  # a signal enters the pool when at least this share of the labelled items has a value for it
 
@@ -52,10 +55,13 @@ def fit_risk_model(
     min_items: int = 40,
     min_majors: int = 8,
     fallback: str | None = None,
+    start: RiskModel | None = None,
+    demote: Sequence[str] = (),
 ) -> tuple[RiskModel, dict[str, Any]]:
     """Select z-scored linear terms by held-out MAJOR recall at ``budget`` (then AUC) with folds grouped by passage,
-    estimate the whole selection by nested CV, and build the model. Raises InputError with the numbers needed when
-    labels are too few."""
+    estimate the whole selection by nested CV, and build the model. With ``start`` (the active model) the selection
+    starts from its terms and keeps its forcing choices, less the ``demote``d checks (what reviewers' judgements of
+    findings proposed). Raises InputError with the numbers needed when labels are too few."""
     if not 0.0 < budget <= 1.0:
         raise InputError(f"budget must be in (0, 1], got {budget}")
     if n_folds < 2:
@@ -88,13 +94,17 @@ def fit_risk_model(
             extra={"dropped": dropped},
         )
     names = [available[j] for j in keep]
-    hard_flags = HardFlagRule()
+    hard_flags = without_forcing(start.hard_flags if start is not None else HardFlagRule(), demote)
+    # the active model's terms the data can carry (a negative weight cannot be renormalised as a share)
+    start_terms = (
+        [] if start is None else [(t.name, t.weight) for t in start.signals if t.name in names and t.weight > 0]
+    )
     forced = tuple((f.severity if (f := forcing_flag(hard_flags, it.flags)) else None) for it in items)
     data = FitData(names, x[:, keep], y, np.asarray(passages), forced)
     folds = grouped_folds(data.groups, n_folds, SEED)
 
     search = Search(data, folds, budget)
-    selection = search.select(names, simplify=True)
+    selection = search.select(names, simplify=True, start=start_terms)
     spec = selection.chosen
     budgets = tuple(sorted({*DEFAULT_BUDGETS, budget}))
     fit: dict[str, Any] = {
@@ -109,6 +119,9 @@ def fit_risk_model(
         "budget": budget,
         "signals_considered": names,
         "signals_dropped": dropped,
+        "started_from": None if start is None else {"model": start.rule, "terms": [n for n, _ in start_terms]},
+        "forcing": msgspec.to_builtins(hard_flags),
+        "demoted": list(demote),
         "cv": figures(held_out_scores(spec, data, folds), data, budgets),
         "in_sample": figures(fitted_scores(spec, data), data, budgets),
     }
@@ -137,3 +150,22 @@ def fit_risk_model(
         fit=fit,
     )
     return model, fit
+
+
+def validated_fit(
+    items: Sequence[LabelledItem],
+    *,
+    active: RiskModel,
+    registry: RiskRegistry | None,
+    demote: Sequence[str] = (),
+    **kwargs: Any,
+) -> tuple[RiskModel, dict[str, Any]]:
+    """A fit that starts from ``active`` on the items outside the held-apart suttas, compared with ``active`` on the
+    held-apart ones (``fit["validation"]``; activation refuses a model that loses there)."""
+    held = hold_apart(items)
+    train = [it for it in items if sutta_of(it.passage) not in held]
+    test = [it for it in items if sutta_of(it.passage) in held]
+    model, fit = fit_risk_model(train, start=active, demote=demote, **kwargs)
+    validation = compare_models(test, model, active, registry, basis=f"{len(held)} suttas held apart from the fit")
+    fit["validation"] = {"held_apart_suttas": sorted(held), **validation}
+    return msgspec.structs.replace(model, fit=fit), fit

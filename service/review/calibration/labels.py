@@ -33,6 +33,8 @@ class LabelledItem:
     n_labels: int
     snapshot: dict[str, Any]
     candidate_model: str | None = None
+    # the error category reviewers gave the item (the most common among the verdicts of its label; None if none)
+    error_category: str | None = None
     signals: dict[str, SignalResult] = field(default_factory=dict)
     flags: list[Flag] = field(default_factory=list)
 
@@ -90,10 +92,11 @@ def human_items(db: DurableStore, tenant: str, candidate_model: str | None = Non
         if candidate_model is not None and snap.get("model") != candidate_model:
             continue
         n_verdicts += len(vs)
+        label = _majority([v.label for v in vs])
+        categories = Counter(v.error_category for v in vs if v.label == label and v.error_category)
+        category = max(sorted(categories), key=lambda c: categories[c]) if categories else None
         items.append(
-            LabelledItem(
-                iid, str(snap.get("passage", iid)), _majority([v.label for v in vs]), len(vs), snap, snap.get("model")
-            )
+            LabelledItem(iid, str(snap.get("passage", iid)), label, len(vs), snap, snap.get("model"), category)
         )
     return items, n_verdicts
 

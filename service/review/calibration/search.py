@@ -230,9 +230,10 @@ class Search:
             return self.objective(s, self.data)
         return (round(recall_at_budget(s, self.data.y, self.budget), 4), auc(s, self.data.y))
 
-    def greedy(self, pool: Sequence[str]) -> Spec:
-        terms: list[tuple[str, float]] = []
-        best_key = (-1.0, -1.0)
+    def greedy(self, pool: Sequence[str], start: Sequence[tuple[str, float]] = ()) -> Spec:
+        """Forward selection from ``start`` (e.g. the active model's terms, kept unless a later step beats them)."""
+        terms: list[tuple[str, float]] = list(start)
+        best_key = self.evaluate(Spec(_normalised(terms))) if terms else (-1.0, -1.0)
         while len(terms) < self.max_terms:
             chosen = {n for n, _ in terms}
             trial = [
@@ -276,8 +277,8 @@ class Search:
                 return cand
         return spec
 
-    def select(self, pool: Sequence[str], *, simplify: bool) -> Selection:
-        full = self.weight_search(self.greedy(pool))
+    def select(self, pool: Sequence[str], *, simplify: bool, start: Sequence[tuple[str, float]] = ()) -> Selection:
+        full = self.weight_search(self.greedy(pool, start))
         return Selection(full, self.prefer_simpler(full) if simplify else full)
 
 

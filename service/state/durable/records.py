@@ -92,7 +92,14 @@ class FitRecord(msgspec.Struct):
 
 
 class Activation(msgspec.Struct):
+    """A model made a tenant's active one: by whom, whether over a comparison it lost (``forced``, with the admin's
+    ``reason``), and ``body``: the comparison with the model it replaced and what the model is (JSON)."""
+
     tenant: str
     model_name: str
     rule: str
     activated_at: float
+    activated_by: str | None = None
+    forced: bool = False
+    reason: str | None = None
+    body: dict[str, Any] = msgspec.field(default_factory=dict)

@@ -127,6 +127,12 @@ model_activations = sa.Table(
     sa.Column("model_name", sa.Text, nullable=False),
     sa.Column("rule", sa.Text, nullable=False),
     sa.Column("activated_at", Time, nullable=False),
+    # who activated it, whether over a comparison it lost (with the admin's reason), and the comparison with the model
+    # it replaced and what the model is (JSON: kind fit|demotion|shipped, the check a demotion stops forcing) (0009)
+    sa.Column("activated_by", sa.Text),
+    sa.Column("forced", sa.Boolean),
+    sa.Column("reason", sa.Text),
+    sa.Column("body", sa.Text),
     # the active model is the tenant's latest activation
     sa.Index("activations_tenant", "tenant", "id"),
     sqlite_autoincrement=True,

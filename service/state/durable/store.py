@@ -348,33 +348,63 @@ class DurableStore:
         on PostgreSQL a lower id can commit after a higher one."""
         return self._count_models(tenant)
 
-    def activate(self, tenant: str, model_name: str, rule: str) -> Activation:
-        now = time.time()
+    def activate(
+        self,
+        tenant: str,
+        model_name: str,
+        rule: str,
+        *,
+        activated_by: str | None = None,
+        forced: bool = False,
+        reason: str | None = None,
+        body: dict[str, Any] | None = None,
+    ) -> Activation:
+        act = Activation(tenant, model_name, rule, time.time(), activated_by, forced, reason, body or {})
         with self._insert() as con:
             con.execute(
-                model_activations.insert().values(tenant=tenant, model_name=model_name, rule=rule, activated_at=now)
+                model_activations.insert().values(
+                    tenant=tenant,
+                    model_name=model_name,
+                    rule=rule,
+                    activated_at=act.activated_at,
+                    activated_by=activated_by,
+                    forced=forced,
+                    reason=reason,
+                    body=_enc.encode(act.body).decode(),
+                )
             )
-        return Activation(tenant, model_name, rule, now)
+        return act
+
+    def _activations(self, tenant: str, latest: bool) -> list[Activation]:
+        c = model_activations.c
+        query = sa.select(c.tenant, c.model_name, c.rule, c.activated_at, c.activated_by, c.forced, c.reason, c.body)
+        query = query.where(c.tenant == tenant).order_by(c.id.desc() if latest else c.id)
+        if latest:
+            query = query.limit(1)
+        with self._read() as con:
+            rows = con.execute(query).all()
+        # rows of releases before 0009 read as not forced, without a reason or a comparison
+        return [
+            Activation(
+                r.tenant,
+                r.model_name,
+                r.rule,
+                float(r.activated_at),
+                r.activated_by,
+                bool(r.forced),
+                r.reason,
+                msgspec.json.decode(r.body) if r.body else {},
+            )
+            for r in rows
+        ]
 
     def activations(self, tenant: str) -> list[Activation]:
         """Every activation of a tenant, oldest first (the last one is the active model)."""
-        c = model_activations.c
-        query = sa.select(c.tenant, c.model_name, c.rule, c.activated_at).where(c.tenant == tenant).order_by(c.id)
-        with self._read() as con:
-            rows = con.execute(query).all()
-        return [Activation(r.tenant, r.model_name, r.rule, float(r.activated_at)) for r in rows]
+        return self._activations(tenant, latest=False)
 
     def active(self, tenant: str) -> Activation | None:
-        c = model_activations.c
-        query = (
-            sa.select(c.tenant, c.model_name, c.rule, c.activated_at)
-            .where(c.tenant == tenant)
-            .order_by(c.id.desc())
-            .limit(1)
-        )
-        with self._read() as con:
-            row = con.execute(query).first()
-        return None if row is None else Activation(row.tenant, row.model_name, row.rule, float(row.activated_at))
+        rows = self._activations(tenant, latest=True)
+        return rows[0] if rows else None
 
 
 _stores: dict[str, DurableStore] = {}

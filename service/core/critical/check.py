@@ -212,8 +212,14 @@ CHECKS += (
 )
 SIGNALS = tuple(c.name for c in CHECKS)
 PEER_ONLY = tuple(c.name for c in CHECKS if c.needs_peers)
+# the peers' word on negation: vetoed where the source's own count sides with the candidate
+PEER_NEGATION = tuple(c.name for c in CHECKS if c.needs_peers and c.rule == "critical.negation")
 DEFAULT_THRESHOLDS: dict[str, float] = {c.name: c.threshold for c in CHECKS}
 DEFAULT_THRESHOLDS_ALONE: dict[str, float] = {c.name: c.threshold_alone for c in CHECKS}
+# A peer majority needs at least this many peers: with fewer, the source alone decides (one peer saying "three"
+# against the source's and the candidate's "four" is that peer's error, not the candidate's), and the peer-only
+# signals score but do not flag.
+MIN_PEERS = 3
 # An English word that renders some other term is weak evidence (renderings overlap: "good" for kusala and
 # puñña); a source term that the candidate alone does not render is the stronger one.
 TERM_EXTRA_WEIGHT = 0.6
@@ -250,16 +256,19 @@ def _compare_sets(
     extra_weight: float = 1.0,
     cand_weak: Iterable[Any] = (),
     source_backs: Callable[[Any], bool] = lambda v: False,
+    source_speaks: bool = False,
     where: Callable[[Any], Sequence[tuple[int, int]]] = lambda v: (),
 ) -> list[_Finding]:
     """Items the candidate adds or drops, scored by how source and peers back them.
 
     ``source`` holds the items the source states (it demands them); ``source_backs`` accepts an item the source does
-    not state but does not contradict either. ``cand_weak`` holds the candidate's weak forms: they answer a demand
-    but are not claims of their own. Alone (no peers) an unbacked item scores ``extra_alone``, a missing one
+    not state but does not contradict either. ``source_speaks``: the source states items of this kind, so an item it
+    neither states nor backs is one it contradicts, and no peer majority demands it. ``cand_weak`` holds the
+    candidate's weak forms: they answer a demand but are not claims of their own. Alone, or with fewer than
+    ``MIN_PEERS`` peers (the source alone decides), an unbacked item scores ``extra_alone``, a missing one
     ``missing_alone``.
     """
-    n = len(peers)
+    n = len(peers) if len(peers) >= MIN_PEERS else 0
 
     def votes(v: Any) -> int:
         return sum(1 for p in peers if v in p)
@@ -269,7 +278,7 @@ def _compare_sets(
     for v in cand:
         if v in source or source_backs(v):
             continue
-        k = votes(v)
+        k = votes(v) if n else 0
         if n:
             # Alone among peers (and unsupported by the source) is suspect; backed by half the peers is not.
             risk = extra_weight * max(0.0, 1.0 - 2.0 * k / n)
@@ -280,12 +289,15 @@ def _compare_sets(
         found.append(_Finding(risk, "extra", label(v), who, where(v)))
     demanded = set(source)
     if n:
-        # Peer majority also demands an item: source extraction can miss a form, eight translators rarely do.
+        # A clear peer majority also demands an item the source is silent on (source extraction can miss a form,
+        # eight translators rarely do), never one the source contradicts.
         pool: set[Any] = set()
         for p in peers:
             pool |= p
         for v in pool:
-            if v not in demanded and votes(v) >= 0.75 * n:
+            if v in demanded or (source_speaks and not source_backs(v)):
+                continue
+            if votes(v) >= 0.75 * n:
                 demanded.add(v)
     for v in demanded:
         if v in cand or v in weak:
@@ -351,13 +363,17 @@ def _critical_score(sig: dict[str, SignalValue | SignalSkipped]) -> float:
     return round(1.0 - keep, 4)
 
 
-def _flags(sig: dict[str, SignalValue | SignalSkipped], limits: dict[str, float]) -> list[Flag]:
-    """The rules that fired, each once, in table order and worded by the first of its signals that fired."""
+def _flags(
+    sig: dict[str, SignalValue | SignalSkipped], limits: dict[str, float], vetoed: Iterable[str] = ()
+) -> list[Flag]:
+    """The rules that fired, each once, in table order and worded by the first of its signals that fired;
+    ``vetoed`` signals (peer demands the source contradicts) score but never flag."""
     flags: list[Flag] = []
     fired: set[str] = set()
+    skip = set(vetoed)
     for c in CHECKS:
         s = sig[c.name]
-        if c.rule in fired or not isinstance(s, SignalValue):
+        if c.rule in fired or c.name in skip or not isinstance(s, SignalValue):
             continue
         if s.value >= limits[c.name] and (s.detail.get("swap") or not c.flags_swaps_only):
             summary = str(s.detail.get("summary", c.name))
@@ -468,8 +484,9 @@ class CriticalChecker:
         sig["negation_consensus"] = self._negation_consensus(sig)
         sig.update(coverage)
         sig["critical_score"] = SignalValue(value=_critical_score(sig), detail={"peers": n})
-        limits = self.thresholds if n else self.thresholds_alone
-        return CriticalReport(signals=sig, flags=_flags(sig, limits), peers=n)
+        limits = self.thresholds if n >= MIN_PEERS else self.thresholds_alone
+        vetoed = PEER_NEGATION if _source_negates_as(src, cand, peers) else ()
+        return CriticalReport(signals=sig, flags=_flags(sig, limits, vetoed), peers=n)
 
     def _numbers(self, src: Content, cand: Content, peers: list[Content]) -> SignalValue:
         found = _compare_sets(
@@ -481,6 +498,7 @@ class CriticalChecker:
             missing_alone=0.6,
             cand_weak=cand.numbers_weak,
             source_backs=lambda v: v in src.numbers_weak,
+            source_speaks=bool(src.numbers),
             where=lambda v: cand.where("number", v),
         )
         return _signal(found, "number")
@@ -505,6 +523,7 @@ class CriticalChecker:
             extra_alone=0.9,
             missing_alone=0.5,
             source_backs=backs,
+            source_speaks=bool(src.names),
             where=lambda k: cand.where("name", k),
         )
         return _signal(found, "name")
@@ -531,6 +550,7 @@ class CriticalChecker:
             extra_alone=0.8,
             missing_alone=0.0,
             source_backs=lambda v: v in src.numbers,
+            source_speaks=bool(src.numbers),
             where=lambda v: cand.where("list", v),
         )
         return _signal(found, "list size")
@@ -665,6 +685,16 @@ class CriticalChecker:
                 "source": s,
             },
         )
+
+
+def _source_negates_as(src: Content, cand: Content, peers: Sequence[Content]) -> bool:
+    """The source's negator count sides with the candidate's and against the peers' median: the peers' negation
+    demand is one the source contradicts."""
+    lo, hi = src.neg, src.neg + src.neg_weak
+    if not peers or not lo <= cand.neg <= hi:
+        return False
+    med = statistics.median(p.neg for p in peers)
+    return not lo <= med <= hi
 
 
 def _clip(text: str, limit: int = 120) -> str:

@@ -7,6 +7,7 @@ import pytest
 
 from service.core.critical import CriticalChecker, CriticalReport
 from service.core.critical.names import canon, edit_distance, nearest
+from service.core.types import SignalValue
 
 SN12_2_12 = (
     "Katamañca, bhikkhave, viññāṇaṁ? Chayime, bhikkhave, viññāṇakāyā— cakkhuviññāṇaṁ, sotaviññāṇaṁ, ghānaviññāṇaṁ, "
@@ -142,3 +143,33 @@ def test_both_is_no_two(checker: CriticalChecker) -> None:
     peer = "Bound by the bond of sensuality and the bond of existence both."
     rep = checker.check(src, "Bound by the bond of craving, and by the bond of existence too.", [peer] * 9)
     assert "critical.number" not in _rules(rep)
+
+
+NEG_SRC = "Idha, bhikkhave, ekaccassa cittaṁ abhāvitaṁ hoti. Cakkhu anattā."
+
+
+@pytest.mark.parametrize(
+    ("cand", "peer"),
+    [
+        ("The mind of some person is not developed. The eye is not-self.", "{} is undeveloped. The eye is non-self."),
+        ("The mind of some person is undeveloped. The eye is non-self.", "{} is not developed. The eye is not-self."),
+    ],
+)
+def test_a_privative_answers_a_not(checker: CriticalChecker, cand: str, peer: str) -> None:
+    """ "undeveloped" says what "not developed" says, "non-self" what "not-self" says: no located flip either way."""
+    peers = [peer.format("The mind of some person")] * 9
+    rep = checker.check(NEG_SRC, cand, peers)
+    flip = rep.signals["negation_flip"]
+    assert isinstance(flip, SignalValue) and flip.value == 0.0, flip
+    assert "critical.negation" not in _rules(rep)
+
+
+def test_a_real_reversal_is_still_located(checker: CriticalChecker) -> None:
+    peers = ["The mind of some person is undeveloped. The eye is not-self."] * 9
+    rep = checker.check(NEG_SRC, "The mind of some person is developed. The eye is not-self.", peers)
+    flip = rep.signals["negation_flip"]
+    assert isinstance(flip, SignalValue) and flip.value == 0.0  # a privative makes no flip of its own...
+    peers = ["The mind of some person is not developed. The eye is not-self."] * 9
+    rep = checker.check(NEG_SRC, "The mind of some person is developed. The eye is not-self.", peers)
+    flip = rep.signals["negation_flip"]
+    assert isinstance(flip, SignalValue) and flip.value >= 0.9  # ...a negator over the same words does

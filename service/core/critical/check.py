@@ -202,13 +202,15 @@ CHECKS += (
         threshold_alone=OFF,
         needs_peers=True,
     ),
-    # peers negating between the same words the candidate says straight on (or the other way round); at 0.6 (six of
-    # nine peers) it fires on 1.3% of untouched dev candidates
+    # peers negating between the same words the candidate says straight on (or the other way round). A score term,
+    # not a flag: at 0.6 (six of nine peers) it forced 1.3% of untouched dev candidates, and read against the Pali
+    # none of a sample of its forced flags was right (a statement and its negation paired across clauses, "wrong
+    # time" for "not the time"; bench/audit_forced.py, issue 34).
     CheckSpec(
         name="negation_context",
         rule="critical.negation",
         severity="major",
-        threshold=0.6,
+        threshold=OFF,
         threshold_alone=OFF,
         needs_peers=True,
     ),

@@ -20,8 +20,9 @@ PALI_NEG = frozenset(
     nāññaṃ nāsi natthī nāsaṃ nābhavi nāsakkhi nāssādesi nayimaṃ nāyasmā nevassa""".split()
 )
 PALI_NEG_WEAK = frozenset({"no", "n"})  # "n" is the elided "na" of n’atthi; "no" doubles as a pronoun
-# English negators; un-/in- prefixes are left out (unskillful, impermanent are the accepted renderings).
-EN_NEG = frozenset("not no never nor neither none nothing nobody nowhere without cannot".split())
+# English negators ("non" as in non-self, beside not-self); un-/in- prefixes are left out of the count (unskillful,
+# impermanent are the accepted renderings): the located comparison reads them as answering a "not" (tokens.privative).
+EN_NEG = frozenset("not non no never nor neither none nothing nobody nowhere without cannot".split())
 _EN_NT = re.compile(r"n['’]t\b", re.IGNORECASE)
 _DIGITS = re.compile(r"(?<![\w.,])(\d{1,7})(?![\w.,]\d)")
 _PALI_DIACRITICS = frozenset("āīūṃṅñṭḍṇḷ")

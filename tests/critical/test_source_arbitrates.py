@@ -7,23 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from service.core.critical import CriticalChecker, CriticalReport
+from service.core.critical import CriticalChecker
+from tests.critical.test_checks import GOOD, SRC, _rules
 
 ROOT = Path(__file__).resolve().parents[2]
-SRC = "Pañcime, bhikkhave, nīvaraṇā. Katame pañca? Āyasmā sāriputto sāvatthiyaṃ viharati. Natthi dukkhaṃ."
-GOOD = (
-    "Mendicants, there are these five hindrances. What five? Venerable Sāriputta was staying near Sāvatthī. "
-    "There is no suffering."
-)
 
 
 @pytest.fixture(scope="module")
 def checker() -> CriticalChecker:
     return CriticalChecker()
-
-
-def _rules(rep: CriticalReport) -> set[str]:
-    return {f.rule for f in rep.flags}
 
 
 def test_an41_two_candidates_the_source_sides_with_c(checker: CriticalChecker) -> None:

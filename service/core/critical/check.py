@@ -524,16 +524,22 @@ class CriticalChecker:
         )
         return _signal(found, "number")
 
+    def _source_names(self, src: Content) -> tuple[str, dict[str, str], dict[str, str]]:
+        """The source's canonical text, the forms a name may be a spelling of (canonical -> the source's word) and
+        its name keys by canonical form; once per source (a passage's candidates share its Content)."""
+        if src.name_forms is None:
+            # its name keys, and the stems of words the name lexicon does not know (a known name's inflections,
+            # uggassa, are that name, not a spelling to compare with)
+            known = self.lexicon.names.pali_forms
+            forms = {canon(stem): tok for stem, tok in src.stems.items() if tok not in known}
+            forms |= {canon(k): k for k in src.names}
+            src.name_forms = (canon(src.folded), forms, {canon(k): k for k in src.names})
+        return src.name_forms
+
     def _names(self, src: Content, cand: Content, peers: list[Content]) -> tuple[SignalValue, SignalValue]:
         """``name_mismatch`` (another name, or a name lost) and ``name_spelling`` (the source's name spelled
         otherwise), compared on the transliterated, diacritics-folded form (``names.canon``)."""
-        src_text = canon(src.folded)
-        # the source's words a name may be a spelling of: its name keys, and the stems of words the name lexicon
-        # does not know (a known name's inflections, uggassa, are that name, not a spelling to compare with)
-        known = self.lexicon.names.pali_forms
-        src_forms = {canon(stem): tok for stem, tok in src.stems.items() if tok not in known}
-        src_forms |= {canon(k): k for k in src.names}
-        src_keys = {canon(k): k for k in src.names}
+        src_text, src_forms, src_keys = self._source_names(src)
 
         def inside(ck: str) -> bool:
             # the source says it, in a compound (gosiṅgasālavana: "Sāla") or inflected

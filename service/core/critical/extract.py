@@ -46,6 +46,7 @@ class Content:
         "folded",
         "listed",
         "lists",
+        "name_forms",
         "names",
         "names_unknown",
         "neg",
@@ -77,6 +78,8 @@ class Content:
         self.surface: dict[tuple[str, object], str] = {}
         # Pali only: folded stem -> the token it comes from (raṭṭhapāl -> raṭṭhapālo), for names the lexicon lacks
         self.stems: dict[str, str] = {}
+        # Pali only: what the name checks derive from the source once (check.CriticalChecker._source_names)
+        self.name_forms: tuple[str, dict[str, str], dict[str, str]] | None = None
 
     def where(self, kind: str, item: object) -> list[tuple[int, int]]:
         return self.places.get((kind, item), [])

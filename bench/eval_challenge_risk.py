@@ -38,7 +38,7 @@ from service.core.metrics import auc, pooled_negatives_first, recall_at_budget  
 from service.core.novelty import NoveltyIndex  # noqa: E402
 from service.core.novelty_report import SourceNovelty, source_novelty  # noqa: E402
 from service.core.palibench import OUTLIER_DRIFT  # noqa: E402
-from service.core.pipeline import cheap_tier, final_risks  # noqa: E402
+from service.core.pipeline import Scored, cheap_tier, final_risks  # noqa: E402
 from service.core.records import DEFAULT_CHECKS, CandidateIn  # noqa: E402
 from service.core.risk import RiskRegistry, score  # noqa: E402
 from service.core.signals import load_length_model  # noqa: E402
@@ -69,7 +69,8 @@ def top10_lines(hit: list[tuple[str, str, bool]]) -> list[str]:
 class Assessor:
     """The worker's cheap tier and final risk, in process."""
 
-    def __init__(self, model: str, *, lexicon: bool = True) -> None:
+    def __init__(self, model: str, *, lexicon: bool = True, novelty: bool = True) -> None:
+        """``novelty``: load the novelty index (False: the novelty signal reads skipped, flags do not change)."""
         settings = get_settings()
         # the untouched peers of every injected item are embedded once (a process LRU, as the workers keep one)
         self.peer = CachedEmbedder(
@@ -80,14 +81,15 @@ class Assessor:
         self.model = model
         self.length = load_length_model("pli", "en", settings.risk.models_dir)
         self.critical = default_checker() if lexicon else CriticalChecker(translation=False)
-        self.index = NoveltyIndex.load(settings.index.path)
+        self.indexes = {"pli": NoveltyIndex.load(settings.index.path)} if novelty else {}
         self._nov: dict[str, SourceNovelty] = {}
         self.last_flags: dict[str, list[str]] = {}  # candidate id -> "rule:severity" of the last call
+        self.last_scored: dict[str, Scored] = {}  # candidate id -> the last call's risk, with its flags' detail
 
     def __call__(self, source: str, cands: list[tuple[str, str]]) -> dict[str, dict[str, float]]:
         """candidate id -> {signal: value, "risk": ranking score} for one passage."""
         if source not in self._nov:
-            self._nov[source] = source_novelty({"pli": self.index}, source, "pli")[0]
+            self._nov[source] = source_novelty(self.indexes, source, "pli")[0]
         cins = [CandidateIn(id=cid, text=text, model=cid) for cid, text in cands]
         part = cheap_tier(
             source_text=source,
@@ -104,6 +106,7 @@ class Assessor:
             registry=self.registry,
         )
         risks = final_risks(cins, part, None, self.registry, self.model)
+        self.last_scored = risks
         out: dict[str, dict[str, float]] = {}
         self.last_flags = {c.id: [f"{f.rule}:{f.severity}" for f in risks[c.id].flags] for c in cins}
         for c in cins:

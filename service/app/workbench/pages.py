@@ -54,6 +54,7 @@ SIGNAL_WORDS: dict[str, str] = {
     "novelty": "how unusual the source passage is in the corpus",
     "number_mismatch": "numbers against source and peers",
     "name_mismatch": "names against source and peers",
+    "name_spelling": "a source name spelled otherwise",
     "negation_mismatch": "negation count against source and peers",
     "term_mismatch": "doctrinal terms against source and peers",
     "list_size_mismatch": "list sizes against source and peers",

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from service.core.critical.build_glossary import EN_STOP
-from service.core.critical.tokens import en_stem, word_tokens
+from service.core.critical.tokens import en_stem, privative, word_tokens
 
 __all__ = [
     "ClauseRow",
@@ -32,7 +32,8 @@ __all__ = [
     "uncovered",
 ]
 
-_NEG = frozenset("not no never nor neither none nothing nobody nowhere without cannot unable".split())
+# "non" as in non-self (not-self), written with a hyphen the tokens split at
+_NEG = frozenset("not non no never nor neither none nothing nobody nowhere without cannot unable".split())
 # Forms of address sit between a negator and what it negates ("No, venerable sir"); they are never its content.
 _ADDRESS = frozenset(
     "sir sirs venerable reverend householder dear friend friends lord master mendicants monks bhikkhus brahmin".split()
@@ -54,12 +55,15 @@ _Window = tuple[tuple[int, ...], frozenset[str], frozenset[str], int]
 
 
 class _Clause:
-    __slots__ = ("end", "neg", "negw", "start", "stems", "text")
+    __slots__ = ("end", "neg", "negw", "priv", "start", "stems", "text")
 
-    def __init__(self, stems: frozenset[str], negw: frozenset[str], neg: int, text: str, start: int, end: int) -> None:
+    def __init__(
+        self, stems: frozenset[str], negw: frozenset[str], neg: int, text: str, start: int, end: int, priv: int = 0
+    ) -> None:
         self.stems = stems
-        self.negw = negw
+        self.negw = negw  # stems under a negator or a privative (undeveloped: developed)
         self.neg = neg
+        self.priv = priv  # privatives: they answer another text's negator, never make a flip of their own
         self.text = text
         self.start = start  # character offsets of the clause in the parsed text
         self.end = end
@@ -83,11 +87,12 @@ class Parsed:
         if self._windows is None:
             w: list[_Window] = []
             cl = self.clauses
+            # a window's count is what it answers: its negators and its privatives
             for i, c in enumerate(cl):
-                w.append(((i,), c.stems, c.negw, c.neg))
+                w.append(((i,), c.stems, c.negw, c.neg + c.priv))
                 if i + 1 < len(cl):
                     d = cl[i + 1]
-                    w.append(((i, i + 1), c.stems | d.stems, c.negw | d.negw, c.neg + d.neg))
+                    w.append(((i, i + 1), c.stems | d.stems, c.negw | d.negw, c.neg + c.priv + d.neg + d.priv))
             self._windows = w
         return self._windows
 
@@ -113,7 +118,7 @@ def parse(text: str) -> Parsed:
         raw = text[a:b]
         stems: set[str] = set()
         negw: set[str] = set()
-        neg = pending = 0
+        neg = priv = pending = 0
         # "don't" is "do not": the apostrophe splits it into "don" (read as "do") and "t" (read as "not")
         nt_at = {m.start() + 2 for m in _NT.finditer(raw)}
         for tok in word_tokens(raw):
@@ -128,6 +133,11 @@ def parse(text: str) -> Parsed:
                 continue
             if t in _STOP or len(t) < 3:
                 continue
+            base = privative(t)
+            if base is not None:
+                priv += 1
+                t = base
+                negw.add(en_stem(t))
             st = en_stem(t)
             stems.add(st)
             bag[st] += 1
@@ -136,7 +146,7 @@ def parse(text: str) -> Parsed:
                 negw.add(st)
                 pending -= 1
         if stems:
-            clauses.append(_Clause(frozenset(stems), frozenset(negw), neg, raw.strip(), a, b))
+            clauses.append(_Clause(frozenset(stems), frozenset(negw), neg, raw.strip(), a, b, priv))
     return Parsed(clauses, bag, places)
 
 

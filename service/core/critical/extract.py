@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 from service.core.critical.align import Parsed, parse
 from service.core.critical.lexicon import Lexicon, PatternSet
-from service.core.critical.tokens import en_stem, fold, pali_tokens, word_tokens
+from service.core.critical.tokens import en_stem, fold, pali_stem, pali_tokens, word_tokens
 
-__all__ = ["Content", "Extractor", "Mark", "number_word"]
+__all__ = ["Content", "Extractor", "Mark", "listed_counts", "number_word"]
 
 # Pali negators. Sandhi forms (nāhaṃ = na ahaṃ, netaṃ = na etaṃ) are listed; the "a-/an-" privative prefix is
 # not, because it is not reliable (anicca, but also ananda, akāsi). "no" is also the enclitic "us/our", so weak.
@@ -20,8 +20,9 @@ PALI_NEG = frozenset(
     nāññaṃ nāsi natthī nāsaṃ nābhavi nāsakkhi nāssādesi nayimaṃ nāyasmā nevassa""".split()
 )
 PALI_NEG_WEAK = frozenset({"no", "n"})  # "n" is the elided "na" of n’atthi; "no" doubles as a pronoun
-# English negators; un-/in- prefixes are left out (unskillful, impermanent are the accepted renderings).
-EN_NEG = frozenset("not no never nor neither none nothing nobody nowhere without cannot".split())
+# English negators ("non" as in non-self, beside not-self); un-/in- prefixes are left out of the count (unskillful,
+# impermanent are the accepted renderings): the located comparison reads them as answering a "not" (tokens.privative).
+EN_NEG = frozenset("not non no never nor neither none nothing nobody nowhere without cannot".split())
 _EN_NT = re.compile(r"n['’]t\b", re.IGNORECASE)
 _DIGITS = re.compile(r"(?<![\w.,])(\d{1,7})(?![\w.,]\d)")
 _PALI_DIACRITICS = frozenset("āīūṃṅñṭḍṇḷ")
@@ -43,7 +44,9 @@ class Content:
     __slots__ = (
         "clauses",
         "folded",
+        "listed",
         "lists",
+        "name_forms",
         "names",
         "names_unknown",
         "neg",
@@ -51,6 +54,8 @@ class Content:
         "numbers",
         "numbers_weak",
         "places",
+        "stems",
+        "surface",
         "terms",
     )
 
@@ -62,17 +67,42 @@ class Content:
         self.neg = 0
         self.neg_weak = 0
         self.lists: set[int] = set()
+        # English only: how many items each enumeration lists (after a colon or dash, comma/"and"-separated)
+        self.listed: set[int] = set()
         self.terms: Counter[str] = Counter()
         self.folded = ""
         self.clauses: Parsed | None = None  # English only: clauses for the located peer comparisons
         # English only: (kind, item) -> character offsets of its mentions ("number", 4), ("name", key), ("term", key)
         self.places: dict[tuple[str, object], list[tuple[int, int]]] = {}
+        # English only: (kind, item) -> the word as it stands on the page, first mention ("Raṭhapāla", not "rathapal")
+        self.surface: dict[tuple[str, object], str] = {}
+        # Pali only: folded stem -> the token it comes from (raṭṭhapāl -> raṭṭhapālo), for names the lexicon lacks
+        self.stems: dict[str, str] = {}
+        # Pali only: what the name checks derive from the source once (check.CriticalChecker._source_names)
+        self.name_forms: tuple[str, dict[str, str], dict[str, str]] | None = None
 
     def where(self, kind: str, item: object) -> list[tuple[int, int]]:
         return self.places.get((kind, item), [])
 
     def _at(self, kind: str, item: object, start: int, end: int) -> None:
         self.places.setdefault((kind, item), []).append((start, end))
+
+
+# an enumeration: what follows a colon, a dash or a question ("What four? Virtue, ...") up to the end of the
+# sentence; its items split at commas, semicolons and a joining "and"/"or"
+_ENUMERATION = re.compile(r"[:—–?]\s*([^.?!:—–]+)")
+_ITEM_SPLIT = re.compile(r"[,;]|\s(?:and|or)\s")
+
+
+def listed_counts(text: str) -> set[int]:
+    """The number of items of each enumeration in ``text`` ("six classes: eye, ear, nose, tongue, body, and mind"
+    lists six), so a list-size finding counts what the candidate lists, not only the number it names."""
+    out = set()
+    for m in _ENUMERATION.finditer(text):
+        items = [p for p in _ITEM_SPLIT.split(m.group(1)) if p.strip()]
+        if len(items) >= 2:
+            out.add(len(items))
+    return out
 
 
 def number_word(v: int) -> str:
@@ -140,9 +170,15 @@ class Extractor:
         c = Content()
         toks = pali_tokens(text)
         c.folded = " ".join(fold(t) for t in toks)
+        for t in toks:
+            c.stems.setdefault(fold(pali_stem(t, 3)), t)
         exact, weak, forms = self.lex.pli_num_exact, self.lex.pli_num_weak, self.lex.names.pali_forms
         for i, t in enumerate(toks):
             v = exact.get(t)
+            if v is None and t.endswith("pi") and len(t) > 4:
+                # the enclitic -pi ("even", "also"): catassopi jātiyo, vīsampi (ṃ + pi -> mpi)
+                base = t[:-2]
+                v = exact.get(base[:-1] + "ṃ" if base.endswith("m") else base)
             if v is None:
                 for p, pv in self._pli_prefix:
                     if t.startswith(p):
@@ -173,6 +209,8 @@ class Extractor:
         c = Content()
         c.clauses = parse(text)
         c.folded = " ".join(fold(t.text) for t in word_tokens(text))
+        nfc = unicodedata.normalize("NFC", text)  # the marks' offsets are in the NFC text
+        c.listed = listed_counts(nfc)
         # the counts and their places (a finding's spans) come from the one walk of ``english_marks``
         for kind, value, start, end in self.english_marks(text):
             if kind == "number":
@@ -185,9 +223,11 @@ class Extractor:
             elif kind == "name":
                 c.names.add(str(value))
                 c._at("name", str(value), start, end)
+                c.surface.setdefault(("name", str(value)), nfc[start:end])
             elif kind == "name_unknown":
                 c.names_unknown.add(str(value))
                 c._at("name", str(value), start, end)
+                c.surface.setdefault(("name", str(value)), nfc[start:end])
             elif kind == "term":
                 c.terms[str(value)] += 1
                 c._at("term", str(value), start, end)

@@ -12,6 +12,7 @@ __all__ = [
     "fold",
     "pali_stem",
     "pali_tokens",
+    "privative",
     "word_tokens",
 ]
 
@@ -134,3 +135,20 @@ def en_stem(word: str) -> str:
     if len(w) > 4 and w.endswith("s") and not w.endswith("ss") and not w.endswith("us"):
         w = w[:-1]
     return w
+
+
+# words that start with "un" or end in "less" without negating a stem (understand, universal, until, unless)
+_NOT_PRIVATIVE = ("under", "uni", "unti", "unto", "unle", "unus")
+
+
+def privative(word: str) -> str | None:
+    """The stem an English privative negates ("undeveloped" -> "developed", "deathless" -> "death"), or None.
+
+    A privative says what "not" says (undeveloped, not developed), so the located negation comparison lets it
+    answer a peer's "not"; it is no negator of its own (unskillful and bad are both renderings of akusala)."""
+    w = word.lower()
+    if len(w) >= 7 and w.startswith("un") and not w.startswith(_NOT_PRIVATIVE):
+        return w[2:]
+    if len(w) >= 8 and w.endswith("less") and not w.endswith(("theless", "regardless")):
+        return w[:-4]
+    return None

@@ -83,6 +83,8 @@ class Assessor:
         self.index = NoveltyIndex.load(settings.index.path)
         self._nov: dict[str, SourceNovelty] = {}
         self.last_flags: dict[str, list[str]] = {}  # candidate id -> "rule:severity" of the last call
+        self.last_rules: dict[str, str] = {}  # candidate id -> risk.rule (the model that scored) of the last call
+        self.last_forced: dict[str, str | None] = {}  # candidate id -> risk.forced_by_flag of the last call
 
     def __call__(self, source: str, cands: list[tuple[str, str]]) -> dict[str, dict[str, float]]:
         """candidate id -> {signal: value, "risk": ranking score} for one passage."""
@@ -106,6 +108,8 @@ class Assessor:
         risks = final_risks(cins, part, None, self.registry, self.model)
         out: dict[str, dict[str, float]] = {}
         self.last_flags = {c.id: [f"{f.rule}:{f.severity}" for f in risks[c.id].flags] for c in cins}
+        self.last_rules = {c.id: risks[c.id].result.rule for c in cins}
+        self.last_forced = {c.id: risks[c.id].result.forced_by_flag for c in cins}
         for c in cins:
             sig = {k: v.value for k, v in part.candidates[c.id].signals.items() if isinstance(v, SignalValue)}
             # the service's one ranking: forced candidates first by flag severity, then by score

@@ -164,7 +164,8 @@ CHECKS: tuple[CheckSpec, ...] = (
         needs_peers=True,
     ),
 )
-# The translation lexicon's source-coverage signals (service/core/critical/coverage.py), compared with the peers.
+# The translation lexicon's source-coverage signals (service/core/critical/coverage.py), compared with the peers;
+# omission and addition read the source alone too (one candidate), the peers weighing in by their number.
 CHECKS += (
     CheckSpec(
         name="source_omission",
@@ -172,7 +173,6 @@ CHECKS += (
         severity="major",
         threshold=OFF,
         threshold_alone=OFF,
-        needs_peers=True,
     ),
     CheckSpec(
         name="unlicensed_content",
@@ -180,7 +180,6 @@ CHECKS += (
         severity="major",
         threshold=OFF,
         threshold_alone=OFF,
-        needs_peers=True,
     ),
     CheckSpec(
         name="term_substitution",
@@ -208,6 +207,14 @@ CHECKS += (
         threshold=OFF,
         threshold_alone=OFF,
         needs_peers=True,
+    ),
+    # truncation from the source alone: what only the source's last quarter says, rendered nowhere
+    CheckSpec(
+        name="source_tail_omission",
+        rule="critical.omission",
+        severity="major",
+        threshold=OFF,
+        threshold_alone=OFF,
     ),
 )
 SIGNALS = tuple(c.name for c in CHECKS)
@@ -467,6 +474,7 @@ class CriticalChecker:
         }
         sig["negation_consensus"] = self._negation_consensus(sig)
         sig.update(coverage)
+        sig = {name: sig[name] for name in SIGNALS}  # the table's order, whichever signals read without peers
         sig["critical_score"] = SignalValue(value=_critical_score(sig), detail={"peers": n})
         limits = self.thresholds if n else self.thresholds_alone
         return CriticalReport(signals=sig, flags=_flags(sig, limits), peers=n)

@@ -220,6 +220,7 @@ class PassageCoverage:
         self._df: Counter[str] | None = None  # in how many texts each content word is
         self._ctx: _Contexts | None = None  # the texts' words in their neighbours' context, built on first use
         self._hits: tuple[list[str], np.ndarray] | None = None  # source stems x texts rendering counts, on first use
+        self._weights: tuple[np.ndarray, list[int]] | None = None  # stem reliabilities and the tail's columns
 
     def signals(self, i: int) -> dict[str, SignalResult]:
         if not self.src.render:
@@ -248,7 +249,7 @@ class PassageCoverage:
         n = len(peers)
         stems, hits = self._hit_matrix()
         mine = hits[i]
-        reliable = self.src.reliability(stems)
+        reliable, _ = self._source_weights()
         gone_src = (mine == 0) & (reliable > 0)
         alone = float(reliable[gone_src].sum() / reliable.sum()) if reliable.sum() else 0.0
         weight = min(1.0, n / PEERS_FULL)
@@ -300,11 +301,7 @@ class PassageCoverage:
         """Truncation, from the source alone: the share of the content that only the source's last quarter holds
         (stems not said before it, weighed by how reliably they are rendered) that the candidate renders nowhere."""
         stems, hits = self._hit_matrix()
-        col = {s: j for j, s in enumerate(stems)}
-        reliable = self.src.reliability(stems)
-        order = [s for st, _, _ in self.src.clauses for s in st if s in col and reliable[col[s]] > 0]
-        cut = int(len(order) * (1.0 - TAIL_SHARE))
-        tail = [col[s] for s in dict.fromkeys(order[cut:]) if s not in set(order[:cut])]
+        reliable, tail = self._source_weights()
         total = float(reliable[tail].sum()) if tail else 0.0
         if not total:
             return SignalValue(value=0.0, detail={"tail_stems": 0})
@@ -320,6 +317,19 @@ class PassageCoverage:
             )
             detail["spans"] = [[end, end]]
         return SignalValue(value=round(value, 4), detail=detail)
+
+    def _source_weights(self) -> tuple[np.ndarray, list[int]]:
+        """How reliably each source stem of the hit matrix is rendered, and the columns only the source's last
+        quarter holds; once per passage (every candidate reads the same source)."""
+        if self._weights is None:
+            stems, _ = self._hit_matrix()
+            col = {s: j for j, s in enumerate(stems)}
+            reliable = self.src.reliability(stems)
+            order = [s for st, _, _ in self.src.clauses for s in st if s in col and reliable[col[s]] > 0]
+            cut = int(len(order) * (1.0 - TAIL_SHARE))
+            head = set(order[:cut])
+            self._weights = (reliable, [col[s] for s in dict.fromkeys(order[cut:]) if s not in head])
+        return self._weights
 
     def _hit_matrix(self) -> tuple[list[str], np.ndarray]:
         """The source's content stems and how often each text renders them (texts x stems), built once."""

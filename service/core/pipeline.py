@@ -177,10 +177,14 @@ def final_risks(
     """Every candidate scored, by candidate id.
 
     With GEMBA available for a candidate the final risk is the panel's mean risk (the research found adding novelty
-    on top made the ranking worse); otherwise the default model, falling back to the single-candidate model when
-    peer signals are missing. The routing score is kept as its own field either way.
+    on top made the ranking worse); otherwise the default model's model for this number of candidates (its
+    ``bands``), falling back to the single-candidate model when peer signals are missing. The routing score is kept
+    as its own field either way.
     """
+    # the model fitted for this many candidates (one candidate has no peers, two have one)
     default = _maybe(registry, model_name)
+    if default is not None:
+        default = registry.for_candidates(model_name, len(candidates))
     gemba_model = _maybe(registry, "gemba-mean-risk")
     out: dict[str, Scored] = {}
     for c in candidates:

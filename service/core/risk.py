@@ -14,6 +14,7 @@ from service.core.types import Flag, Severity, SignalResult, SignalSkipped, Sign
 from service.platform.errors import InputError, NotFound
 
 __all__ = [
+    "CandidateBand",
     "HardFlagRule",
     "ReferenceDistribution",
     "RiskModel",
@@ -49,6 +50,18 @@ class ReferenceDistribution(msgspec.Struct, forbid_unknown_fields=True, frozen=T
     quantiles: list[float]
 
 
+class CandidateBand(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """Assessments of ``low`` to ``high`` candidates (``high`` None: no upper bound) are scored by ``model``, a model
+    fitted on assessments of that size (the signals a candidate has depend on how many peers it has)."""
+
+    low: int
+    high: int | None
+    model: str
+
+    def holds(self, n: int) -> bool:
+        return self.low <= n and (self.high is None or n <= self.high)
+
+
 class RiskModel(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """A risk rule as data: adding a signal to a model is adding an entry to ``signals``."""
 
@@ -69,6 +82,8 @@ class RiskModel(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     embedding_model: str | None = None
     # provenance and measured figures (CV and in-sample); informative only, never read when scoring
     fit: dict[str, object] = msgspec.field(default_factory=dict)
+    # the model per candidate-count band (RiskRegistry.for_candidates); a count no band holds is scored by this one
+    bands: list[CandidateBand] = msgspec.field(default_factory=list)
 
     @property
     def rule(self) -> str:
@@ -139,6 +154,13 @@ class RiskRegistry:
         if model is None:
             raise NotFound(f"no risk model {name!r}", extra={"available": sorted(self.models)})
         return model
+
+    def for_candidates(self, name: str, n: int) -> RiskModel:
+        """The model that scores an assessment of ``n`` candidates when ``name`` is asked for: the model of the
+        band of ``name`` that holds ``n``, else ``name`` itself (the result's ``rule`` names the one that scored)."""
+        model = self.get(name)
+        band = next((b for b in model.bands if b.holds(n)), None)
+        return model if band is None else self.get(band.model)
 
 
 def _signals_of(candidate: object) -> tuple[Mapping[str, SignalResult], Sequence[Flag]]:

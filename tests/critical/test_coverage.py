@@ -209,3 +209,49 @@ def test_a_source_read_again_gives_the_same_signals(checker: CriticalChecker) ->
     first = checker.check_passage(SRC, texts)
     again = checker.check_passage(SRC, texts)
     assert [r.signals for r in first] == [r.signals for r in again]
+
+
+# issue 34 item 2: the source speaks for coverage when there are no peers (one candidate) or one (two candidates)
+DROPPED = GOOD.replace(" Form is impermanent, that is not mine.", "")
+TRUNCATED = GOOD.split(" Form is impermanent")[0]
+ADDED = GOOD + " The king rode to Rājagaha and gave elephants to the brahmins."
+
+
+@pytest.mark.parametrize("peers", [[], PEERS[1:2]], ids=["one candidate", "two candidates"])
+def test_coverage_reads_the_source_without_enough_peers(checker: CriticalChecker, peers: list[str]) -> None:
+    def sig(cand: str, name: str) -> SignalValue:
+        s = checker.check(SRC, cand, peers).signals[name]
+        assert isinstance(s, SignalValue), (name, s)
+        assert s.detail.get("peers", len(peers)) == len(peers)
+        return s
+
+    assert sig(DROPPED, "source_omission").value >= 0.1 + sig(GOOD, "source_omission").value
+    assert sig(TRUNCATED, "source_omission").value >= 0.2 + sig(GOOD, "source_omission").value
+    assert sig(ADDED, "unlicensed_content").value >= 0.1 > sig(GOOD, "unlicensed_content").value
+    tail = sig(TRUNCATED, "source_tail_omission")
+    assert tail.value >= 0.5 > sig(GOOD, "source_tail_omission").value
+    assert "truncation" in str(tail.detail["summary"]) and tail.detail["spans"] == [[len(TRUNCATED)] * 2]
+    omitted = sig(TRUNCATED, "source_omission")
+    assert "source" in str(omitted.detail["summary"]) and "anicc" in str(omitted.detail["summary"])
+    # a swap or a negation in another place needs voters: nothing is read rather than a zero
+    for name in ("term_substitution", "negation_context"):
+        assert isinstance(checker.check(SRC, GOOD, peers).signals[name], SignalSkipped)
+
+
+def test_omission_weighs_the_peers_by_their_number(checker: CriticalChecker) -> None:
+    """The peers' share of the omission grows with their number (a quarter each, all from PEERS_FULL on): the
+    value moves from the source's reading towards the peers', no cliff where peers start to count."""
+    from service.core.critical.coverage import PEERS_FULL
+
+    weights, values = [], []
+    for n in range(PEERS_FULL + 1):
+        peers = (PEERS[1:] * 2)[:n]
+        s = checker.check(SRC, DROPPED, peers).signals["source_omission"]
+        assert isinstance(s, SignalValue)
+        weights.append(s.detail["peer_weight"])
+        alone = float(s.detail["source_only"])  # type: ignore[arg-type]
+        values.append((s.value, alone))
+    assert weights == [n / PEERS_FULL for n in range(PEERS_FULL + 1)]
+    assert values[0][0] == pytest.approx(values[0][1], abs=1e-4)  # no peers: the source alone
+    # the source-only reading is the same whatever the peers
+    assert len({round(a, 4) for _, a in values}) == 1

@@ -188,3 +188,20 @@ def test_fit_ranks_forced_items_first_as_the_model_will() -> None:
 def test_fit_without_room_for_a_nested_cv_says_why() -> None:
     _, fit = fit_risk_model(_dataset(6), tenant="t", source="human", name="x", n_folds=5, min_items=10, min_majors=2)
     assert fit["nested_cv"] is None and "inner CV needs 5" in fit["nested_cv_refused"]
+
+
+def test_reports_the_stored_ranking_per_model_that_scored() -> None:
+    """issue 34 item 3: each candidate-count band has its own model (risk.rule), and the report gives each its own
+    figures, on its own items."""
+    items = [labelled(lab, {"s": float(10 - i)}, passage=f"p{i}", n=i) for i, lab in enumerate(LABELS)]
+    for i, it in enumerate(items):
+        it.snapshot["risk"]["rule"] = "k1@1.0.0" if i % 2 else "k6@1.0.0"
+    rep = calibration_report(items, tenant="t", source="human", n_labels=10, model=None)
+    by = {e["name"]: e for e in rep["by_model"]}
+    assert set(by) == {"stored_risk:k1@1.0.0", "stored_risk:k6@1.0.0"}
+    # the odd items (1, 3, 5, 7, 9) are VALID, MINOR, VALID, VALID, VALID: no MAJOR, so no AUC there
+    k1 = by["stored_risk:k1@1.0.0"]
+    assert k1["n"] == 5 and k1["auc"]["major_vs_nonmajor"]["value"] is None
+    # the even items: MAJOR (s=10), MAJOR (8), VALID (6), MINOR (4), VALID (2): both MAJORs first
+    k6 = by["stored_risk:k6@1.0.0"]["auc"]["major_vs_nonmajor"]
+    assert (k6["n_pos"], k6["n_neg"], k6["value"]) == (2, 3, 1.0)

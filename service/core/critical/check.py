@@ -176,7 +176,8 @@ CHECKS: tuple[CheckSpec, ...] = (
         needs_peers=True,
     ),
 )
-# The translation lexicon's source-coverage signals (service/core/critical/coverage.py), compared with the peers.
+# The translation lexicon's source-coverage signals (service/core/critical/coverage.py), compared with the peers;
+# omission and addition read the source alone too (one candidate), the peers weighing in by their number.
 CHECKS += (
     CheckSpec(
         name="source_omission",
@@ -184,7 +185,6 @@ CHECKS += (
         severity="major",
         threshold=OFF,
         threshold_alone=OFF,
-        needs_peers=True,
     ),
     CheckSpec(
         name="unlicensed_content",
@@ -192,7 +192,6 @@ CHECKS += (
         severity="major",
         threshold=OFF,
         threshold_alone=OFF,
-        needs_peers=True,
     ),
     CheckSpec(
         name="term_substitution",
@@ -222,6 +221,14 @@ CHECKS += (
         threshold=OFF,
         threshold_alone=OFF,
         needs_peers=True,
+    ),
+    # truncation from the source alone: what only the source's last quarter says, rendered nowhere
+    CheckSpec(
+        name="source_tail_omission",
+        rule="critical.omission",
+        severity="major",
+        threshold=OFF,
+        threshold_alone=OFF,
     ),
 )
 SIGNALS = tuple(c.name for c in CHECKS)

@@ -37,8 +37,10 @@ COVERAGE_SIGNALS = (
     "term_substitution",
     "negation_context",
     "phrase_omission",
+    "source_tail_omission",
 )
 NEEDS_PEERS = "needs at least two peer translations of the same passage"
+NEEDS_PEER = "needs a peer translation of the same passage"
 
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 _NT = re.compile(r"n['’]t\b", re.IGNORECASE)
@@ -54,6 +56,11 @@ TERM_COUNT_MIN = 150  # training occurrences that make a Pali stem a term (about
 MAJORITY = 0.7  # share of peers that makes a rendering (or a shared phrase) the consensus
 # added to the peers' phrase counts that phrase_omission divides by: few shared phrases say little
 PHRASE_FLOOR = 8.0
+# omission blends what the source alone expects with what the peers render, the peers weighing n / PEERS_FULL of it
+# (so one peer a quarter, four or more all): a rule by peer count, not a cliff where peers start to count
+PEERS_FULL = 4
+# the last part of the source's content (by position) whose renderings a truncated candidate lacks
+TAIL_SHARE = 0.25
 _PREFIX = 5
 
 
@@ -100,6 +107,10 @@ class SourceView:
             for s in st:
                 for e in self.render.get(s, ()):
                     self.clause_of.setdefault(e, set()).add(i)
+
+    def reliability(self, stems: Sequence[str]) -> np.ndarray:
+        """How reliably each stem is rendered by one of its renderings (their probabilities summed, at most 1)."""
+        return np.array([min(1.0, sum(self.render.get(s, {}).values())) for s in stems], dtype=float)
 
     def licenses(self, e: str) -> bool:
         if e in self.licensed:
@@ -209,51 +220,116 @@ class PassageCoverage:
         self._df: Counter[str] | None = None  # in how many texts each content word is
         self._ctx: _Contexts | None = None  # the texts' words in their neighbours' context, built on first use
         self._hits: tuple[list[str], np.ndarray] | None = None  # source stems x texts rendering counts, on first use
+        self._weights: tuple[np.ndarray, list[int]] | None = None  # stem reliabilities and the tail's columns
 
     def signals(self, i: int) -> dict[str, SignalResult]:
-        n = len(self.views) - 1
-        if n < 2:
-            return {name: SignalSkipped(reason=NEEDS_PEERS) for name in COVERAGE_SIGNALS}
         if not self.src.render:
             reason = "no source word is in the translation lexicon"
             return {name: SignalSkipped(reason=reason) for name in COVERAGE_SIGNALS}
         peers = [k for k in range(len(self.views)) if k != i]
-        return {
+        n = len(peers)
+        out: dict[str, SignalResult] = {
+            # the source alone speaks for these, the peers' consensus more the more peers there are
             "source_omission": self._omission(i, peers),
             "unlicensed_content": self._addition(i, peers),
-            "term_substitution": self._substitution(i, peers),
-            "negation_context": self._negation_context(i, peers),
-            "phrase_omission": self._phrase_omission(i, peers),
+            "source_tail_omission": self._tail_omission(i),
         }
+        # phrases the peers share need one peer at least; a swap or a negation in another place needs voters (a
+        # lone peer's wording is no consensus), so these read nothing below that many peers rather than a zero
+        out["phrase_omission"] = self._phrase_omission(i, peers) if n else SignalSkipped(reason=NEEDS_PEER)
+        out["term_substitution"] = self._substitution(i, peers) if n >= 2 else SignalSkipped(reason=NEEDS_PEERS)
+        out["negation_context"] = self._negation_context(i, peers) if n >= 2 else SignalSkipped(reason=NEEDS_PEERS)
+        return {name: out[name] for name in COVERAGE_SIGNALS}
 
     # ------------------------------------------------------------------------------------------------ omission
     def _omission(self, i: int, peers: list[int]) -> SignalValue:
+        """Renderings the candidate lacks: against the peers' median counts of the stems most of them render, and
+        against the source alone (each content stem rendered once at least, weighed by how reliably it is rendered),
+        blended by the number of peers (``PEERS_FULL``)."""
         n = len(peers)
         stems, hits = self._hit_matrix()
-        ph, mine = hits[peers], hits[i]
-        shares = (ph > 0).sum(axis=0) / n
-        keep = shares >= 0.5
-        # medians of counts are halves at worst, so these sums are exact whatever the order
-        med = _column_medians(ph[:, keep])
-        expected = float(med.sum())
-        lost = float(np.maximum(0.0, med - mine[keep]).sum())
-        gone = (mine == 0) & (shares >= MAJORITY)
-        missing = [(float(shares[j]), stems[j]) for j in np.flatnonzero(gone)]
-        value = lost / expected if expected else 0.0
-        detail: dict[str, object] = {"renderings_expected": round(expected, 1), "missing_stems": len(missing)}
+        mine = hits[i]
+        reliable, _ = self._source_weights()
+        gone_src = (mine == 0) & (reliable > 0)
+        alone = float(reliable[gone_src].sum() / reliable.sum()) if reliable.sum() else 0.0
+        weight = min(1.0, n / PEERS_FULL)
+        detail: dict[str, object] = {"peers": n, "peer_weight": weight, "source_only": round(alone, 4)}
+        by_peers, missing = 0.0, list[tuple[float, str, bool]]()  # (share, stem, whether peers render it)
+        if n:
+            ph = hits[peers]
+            shares = (ph > 0).sum(axis=0) / n
+            keep = shares >= 0.5
+            # medians of counts are halves at worst, so these sums are exact whatever the order
+            med = _column_medians(ph[:, keep])
+            expected = float(med.sum())
+            lost = float(np.maximum(0.0, med - mine[keep]).sum())
+            gone = (mine == 0) & (shares >= MAJORITY)
+            missing = [(float(shares[j]), stems[j], True) for j in np.flatnonzero(gone)]
+            by_peers = lost / expected if expected else 0.0
+            detail["renderings_expected"] = round(expected, 1)
+        value = weight * by_peers + (1.0 - weight) * alone
+        if weight < 1.0 and value > 0:
+            # what the source alone expects and the peers (when any) do not contradict
+            said = {stems[j] for j in np.flatnonzero(mine > 0)} | {s for _, s, _ in missing}
+            if n:
+                said |= {stems[j] for j in np.flatnonzero(hits[peers].sum(axis=0) == 0)}
+            unsaid = [j for j in np.flatnonzero(gone_src) if stems[j] not in said]
+            missing += [(float(reliable[j]) / 2, stems[j], False) for j in unsaid]
+        detail["missing_stems"] = len(missing)
         if missing and value > 0:
             missing.sort(key=lambda m: (-m[0], m[1]))
-            words = ", ".join(
-                f"{self.src.display.get(s, s)} ({round(sh * n)}/{n} peers: {self._peer_word(s, peers)})"
-                for sh, s in missing[:3]
-            )
-            gap = self._gap(i, [s for _, s in missing])
+            words = ", ".join(self._missing_word(s, peers if seen else [], sh) for sh, s, seen in missing[:3])
+            gap = self._gap(i, [s for _, s, _ in missing])
+            against = f"its {n} peers" if weight == 1.0 else f"the source and its {n} peers" if n else "the source"
             detail["summary"] = (
-                f"omission: the candidate renders {value:.0%} fewer of the source's words than its peers; "
+                f"omission: the candidate renders {value:.0%} fewer of the source's words than {against} expect; "
                 f"nowhere: {words}"
             )
             detail["spans"] = [[gap, gap]]
         return SignalValue(value=round(min(1.0, value), 4), detail=detail)
+
+    def _missing_word(self, s: str, peers: list[int], share: float) -> str:
+        """A source word the candidate renders nowhere, with what the peers (or the lexicon) render it as."""
+        n = len(peers)
+        said = self._peer_word(s, peers) if peers else ""
+        if said and said != s:
+            return f"{self.src.display.get(s, s)} ({round(share * n)}/{n} peers: {said})"
+        usual = max(self.src.render[s].items(), key=lambda kv: kv[1])[0] if self.src.render[s] else s
+        return f"{self.src.display.get(s, s)} (usually {usual})"
+
+    def _tail_omission(self, i: int) -> SignalValue:
+        """Truncation, from the source alone: the share of the content that only the source's last quarter holds
+        (stems not said before it, weighed by how reliably they are rendered) that the candidate renders nowhere."""
+        stems, hits = self._hit_matrix()
+        reliable, tail = self._source_weights()
+        total = float(reliable[tail].sum()) if tail else 0.0
+        if not total:
+            return SignalValue(value=0.0, detail={"tail_stems": 0})
+        gone = [j for j in tail if hits[i, j] == 0]
+        value = float(reliable[gone].sum()) / total
+        detail: dict[str, object] = {"tail_stems": len(tail), "missing_stems": len(gone)}
+        if gone and value >= 0.5:
+            words = ", ".join(self._missing_word(stems[j], [], 0.0) for j in gone[:3])
+            end = len(self.views[i].text.rstrip())
+            detail["summary"] = (
+                f"truncation: the candidate renders {value:.0%} of what only the end of the source says nowhere: "
+                f"{words}"
+            )
+            detail["spans"] = [[end, end]]
+        return SignalValue(value=round(value, 4), detail=detail)
+
+    def _source_weights(self) -> tuple[np.ndarray, list[int]]:
+        """How reliably each source stem of the hit matrix is rendered, and the columns only the source's last
+        quarter holds; once per passage (every candidate reads the same source)."""
+        if self._weights is None:
+            stems, _ = self._hit_matrix()
+            col = {s: j for j, s in enumerate(stems)}
+            reliable = self.src.reliability(stems)
+            order = [s for st, _, _ in self.src.clauses for s in st if s in col and reliable[col[s]] > 0]
+            cut = int(len(order) * (1.0 - TAIL_SHARE))
+            head = set(order[:cut])
+            self._weights = (reliable, [col[s] for s in dict.fromkeys(order[cut:]) if s not in head])
+        return self._weights
 
     def _hit_matrix(self) -> tuple[list[str], np.ndarray]:
         """The source's content stems and how often each text renders them (texts x stems), built once."""
@@ -300,11 +376,12 @@ class PassageCoverage:
                 if len(unsupported) > worst:
                     worst, worst_range = len(unsupported), rng
         value = added / total
-        detail: dict[str, object] = {"unsupported_words": added}
+        detail: dict[str, object] = {"unsupported_words": added, "peers": len(peers)}
         if worst_range is not None:
             a, b = view.span_of(worst_range)
             detail["summary"] = (
-                f"addition: {added} content words that no source word licenses and no peer has, e.g. "
+                f"addition: {added} content words that no source word licenses and none of {len(peers)} peers has, "
+                "e.g. "
                 f"\u201c{_clip(view.text[a:b])}\u201d"
             )
             detail["spans"] = [[a, b]]

@@ -109,23 +109,16 @@ def calibration_report(
     notes = [f"{len(items)} labelled items from {n_labels} {source} labels"]
     if len(items) < 100:
         notes.append(f"small sample ({len(items)} items): intervals are wide; read the counts beside each figure")
-    targets = _targets(labels)
     cols = score_columns(items, model, registry)
-    scores_out = []
-    for name, (kind, vals) in cols.items():
-        have = np.isfinite(vals)
-        entry: dict[str, Any] = {"name": name, "kind": kind, "n": int(have.sum()), "auc": {}, "budgets": {}}
-        if not have.any():
-            entry["refused"] = "no item has this score"
-            scores_out.append(entry)
-            continue
-        for tname, (rows, y) in targets.items():
-            m = rows & have
-            entry["auc"][tname] = _auc_figure(vals[m], y[m])
-        lab = np.asarray(labels)
-        entry["budgets"]["major"] = _budget_figures(vals[have], lab[have] == "MAJOR", budgets)
-        entry["budgets"]["error"] = _budget_figures(vals[have], lab[have] != "VALID", budgets)
-        scores_out.append(entry)
+    scores_out = [_score_entry(name, kind, vals, labels, budgets) for name, (kind, vals) in cols.items()]
+    # per model that scored at assessment time (risk.rule): a candidate-count band has a model of its own, and one
+    # band's ranking can hold while another's does not
+    rules = np.asarray([str((it.snapshot.get("risk") or {}).get("rule") or "") for it in items])
+    stored = cols["stored_risk"][1]
+    by_model = [
+        _score_entry(f"stored_risk:{r}", "stored", stored[rules == r], list(np.asarray(labels)[rules == r]), budgets)
+        for r in sorted(set(rules) - {""})
+    ]
     return {
         "tenant": tenant,
         "source": source,
@@ -140,10 +133,29 @@ def calibration_report(
         "notes": notes,
         "budgets": list(budgets),
         "scores": scores_out,
+        "by_model": by_model,
         "overlap": _overlap(cols, labels, overlap_budget),
         "judges": _judges(items, judge_error_max_score),
         "other_source_agreement": _other_agreement(items, other_labels),
     }
+
+
+def _score_entry(
+    name: str, kind: str, vals: np.ndarray, labels: Sequence[str], budgets: Sequence[float]
+) -> dict[str, Any]:
+    """One score's AUC per target and budget figures on the items that have it."""
+    have = np.isfinite(vals)
+    entry: dict[str, Any] = {"name": name, "kind": kind, "n": int(have.sum()), "auc": {}, "budgets": {}}
+    if not have.any():
+        entry["refused"] = "no item has this score"
+        return entry
+    for tname, (rows, y) in _targets(labels).items():
+        m = rows & have
+        entry["auc"][tname] = _auc_figure(vals[m], y[m])
+    lab = np.asarray(labels)
+    entry["budgets"]["major"] = _budget_figures(vals[have], lab[have] == "MAJOR", budgets)
+    entry["budgets"]["error"] = _budget_figures(vals[have], lab[have] != "VALID", budgets)
+    return entry
 
 
 def _overlap(cols: dict[str, tuple[str, np.ndarray]], labels: Sequence[str], budget: float) -> dict[str, Any]:

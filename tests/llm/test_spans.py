@@ -145,6 +145,10 @@ def test_merge_counts_agreement_over_overlaps() -> None:
     assert first.severity == "critical"  # one each: the graver wins the tie
     assert [m.judge_id for m in first.marks] == ["c", "a", "b"]
     assert merge_spans(CANDIDATE, [_judge("a"), _judge("b")]) == []
+    # agreement counts judges, not spans: one judge quoting two overlapping pieces is one judge
+    twice = _judge("a", (16, 27, "accuracy/number", "major"), (21, 42, "accuracy/number", "major"))
+    merged = merge_spans(CANDIDATE, [twice, _judge("b", (16, 20, "fluency", "minor")), _judge("c")])
+    assert [(m.start, m.end, m.agreement, m.n_judges, len(m.marks)) for m in merged] == [(16, 42, 2, 3, 3)]
 
 
 def test_judge_spans_become_findings_after_the_flags() -> None:

@@ -298,3 +298,12 @@ def test_error_spans_are_opt_in_and_planned_after_the_other_checks() -> None:
     # under the call cap GEMBA and backtranslation come first: spans are the first to go
     plan = plan_cascade([item], PANEL, budget_fraction=1.0, max_calls=5, error_spans=True)
     assert [o.status for o in plan.candidates[0].checks] == ["planned", "planned", "skipped"]
+
+
+def test_the_workbench_marks_judge_spans_where_the_judges_put_them() -> None:
+    from service.app.workbench.pages import _findings
+
+    merged = merge_spans(CANDIDATE, [_judge("a", (16, 27, "accuracy/number", "major"))])
+    (shown,) = _findings(findings_of([], merged), CANDIDATE, [])
+    assert (shown.id, shown.severity, shown.highlights.candidate) == ("judge_span", "major", [(16, 27)])
+    assert shown.where == "marked in the candidate"

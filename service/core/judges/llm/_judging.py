@@ -124,6 +124,8 @@ PARSE_ERROR_WORDS: dict[str, str] = {
     "no_json_object": "no JSON object",
     "missing_pali": 'no "pali" field',
     "empty_pali": 'an empty "pali" field',
+    "no_errors_list": 'no "errors" list',
+    "bad_error_item": "an error without a quote, a known category or a severity",
 }
 
 

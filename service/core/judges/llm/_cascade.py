@@ -232,38 +232,15 @@ async def _run_one(
     options: AttemptOptions,
     guard: CallGuard,
 ) -> CandidateChecks:
+    texts: dict[str, Any] = {"source": item.source, "candidate": item.candidate, "options": options, "guard": guard}
     tasks: list[Coroutine[Any, Any, Any] | None] = [None, None, None]
     if planned.runs("gemba"):
-        tasks[0] = score_candidate(
-            client,
-            planned.selection,
-            settings,
-            source=item.source,
-            candidate=item.candidate,
-            options=options,
-            guard=guard,
-        )
+        tasks[0] = score_candidate(client, planned.selection, settings, **texts)
     if planned.runs("backtranslation"):
         # the first judge left after self-exclusion backtranslates, so no family reads its own output back
-        tasks[1] = backtranslate(
-            client,
-            planned.selection.judges[0],
-            settings,
-            source=item.source,
-            candidate=item.candidate,
-            options=options,
-            guard=guard,
-        )
+        tasks[1] = backtranslate(client, planned.selection.judges[0], settings, **texts)
     if planned.runs("error_spans"):
-        tasks[2] = mark_spans(
-            client,
-            planned.selection,
-            settings,
-            source=item.source,
-            candidate=item.candidate,
-            options=options,
-            guard=guard,
-        )
+        tasks[2] = mark_spans(client, planned.selection, settings, **texts)
     # a candidate's checks at once, as siblings of one task group
     gemba_result, bt_result, spans_result = await run_all(*(task or _none() for task in tasks))
     checks: list[CheckOutcome] = []
@@ -350,7 +327,7 @@ async def run_cascade(
         error_spans=error_spans,
         configured=configured,
     )
-    options = options or AttemptOptions(temperature=settings.temperature, max_attempts=settings.parse_attempts)
+    options = options or AttemptOptions.of(settings)
     if client is not None and configured:
         results = await run_all(
             *(

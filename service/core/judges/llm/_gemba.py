@@ -239,7 +239,7 @@ async def score_candidate(
     guard: CallGuard | None = None,
 ) -> GembaResult:
     """Ask every selected judge concurrently; failures, timeouts and invalid answers are recorded, never scored."""
-    options = options or AttemptOptions(temperature=settings.temperature, max_attempts=settings.parse_attempts)
+    options = options or AttemptOptions.of(settings)
     messages = build_gemba_messages(source, candidate)
     judges = await ask_panel(selection.judges, lambda j: _judge_one(client, j, settings, messages, options, guard))
     return GembaResult(

@@ -373,7 +373,7 @@ async def mark_spans(
 ) -> SpansResult:
     """Ask every selected judge for the candidate's error spans concurrently (as ``score_candidate`` asks for scores:
     the same client, spend reservations, deadline and parse loop); locate and merge what they quote."""
-    options = options or AttemptOptions(temperature=settings.temperature, max_attempts=settings.parse_attempts)
+    options = options or AttemptOptions.of(settings)
     messages = build_spans_messages(source, candidate)
     judges = await ask_panel(
         selection.judges, lambda j: _judge_one(client, j, settings, messages, candidate, options, guard)

@@ -280,6 +280,45 @@ async def test_no_provider_skips_with_reason(fake: FakeOpenAIServer) -> None:
     assert checks.error_spans_result is None and fake.requests == []
 
 
+async def test_a_spent_budget_skips_the_judges_with_its_reason(fake: FakeOpenAIServer) -> None:
+    """The tenant's day of tokens is used up: each span call is refused before it is sent (the client reserves the
+    call's worst case, max_tokens included, as for GEMBA), and the check reads skipped with the budget's reason."""
+    import uuid
+
+    from redis.asyncio import Redis
+
+    from service.platform.ratelimit import SpendMeter
+
+    from .support import REDIS_TEST_URL
+
+    tenant = f"test-spans-{uuid.uuid4().hex[:10]}"
+    redis = Redis.from_url(REDIS_TEST_URL)
+    try:
+        meter = SpendMeter(redis, tenant, calls_per_day=0, tokens_per_day=500)  # below one call's max_tokens of 1024
+        async with make_client() as base:
+            result = await run_cascade(
+                base.metered(meter),
+                [_item()],
+                PANEL,
+                settings_for(fake),
+                budget_fraction=1.0,
+                max_calls=100,
+                gemba=False,
+                backtranslation=False,
+                error_spans=True,
+            )
+        checks = result.candidates[0]
+        assert fake.requests == []
+        assert isinstance(checks.error_spans, SignalSkipped) and "budget" in checks.error_spans.reason
+        outcome = next(o for o in checks.checks if o.check == "error_spans")
+        assert outcome.status == "skipped" and outcome.judges == {"skipped": 4}
+    finally:
+        keys = [k async for k in redis.scan_iter(match=f"trisk:t:{tenant}:*")]
+        if keys:
+            await redis.delete(*keys)
+        await redis.aclose()
+
+
 async def test_a_slow_judge_reads_timed_out_under_the_deadline(fake: FakeOpenAIServer) -> None:
     for name in ("good", "partial", "hallucinating", "malformed"):
         fake.script(name, [Reply('{"errors": []}', delay=5.0)])

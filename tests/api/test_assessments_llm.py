@@ -634,6 +634,8 @@ def test_judge_error_spans_end_to_end_become_findings_the_reviewer_judges(
     assert done["status"] == "done", done
     assert len(openai_server.requests) == 3 * len(CANDIDATES)  # one span prompt per judge, no GEMBA asked
     assert done["signature"]["llm"]["spans_prompt"]["version"] == "gemba-mqm-spans/1"
+    assert done["llm_tier"]["checks"]["error_spans"] == {"ran": len(CANDIDATES)}
+    assert done["llm_tier"]["judges"]["error_spans"] == {"valid": 3 * len(CANDIDATES)}
     for c, text in zip(done["candidates"], CANDIDATES, strict=True):
         signal = c["signals"]["error_spans_mqm_risk"]
         assert signal["status"] == "value" and signal["value"] == pytest.approx((5 + 1 + 0) / 3), signal
@@ -655,3 +657,24 @@ def test_judge_error_spans_end_to_end_become_findings_the_reviewer_judges(
     made = llm_client.post(f"/v1/review/items/{item}/verdict", json={"label": "VALID", "findings": said})
     assert made.status_code == 201, made.text
     assert made.json()["findings"] == [{**said[0], "severity": None}]
+
+
+def test_error_spans_without_a_provider_read_skipped_with_the_reason(
+    sn12_index: NoveltyIndex,
+    llm_settings: Settings,
+    openai_server: FakeOpenAIServer,  # noqa: F811
+) -> None:
+    """Never a made-up span or number: a worker without a provider writes the error-span signal skipped."""
+    openai_server.reset()
+    worker = _variant(llm_settings, "nospans", [{"id": "a", "model": "score-80", "family": "anthropic"}])
+    no_provider = replace(worker, llm=replace(worker.llm, base_url=""))
+    with _api(worker, sn12_index) as api:
+        aid = api.post("/v1/assessments", json=_body(["peer_distance", "hard_flags", "error_spans"])).json()["id"]
+        assert run_worker_burst(no_provider).jobs_failed == 0
+        skipped = api.get(f"/v1/assessments/{aid}").json()
+    assert skipped["status"] == "done"
+    assert skipped["llm_tier"]["checks"] == {"error_spans": {"skipped": 5}}
+    for c in skipped["candidates"]:
+        assert c["signals"]["error_spans_mqm_risk"] == {"status": "skipped", "reason": "no LLM provider configured"}
+        assert not any(f["rule"] == "judge_span" for f in c["findings"])
+    assert openai_server.requests == []

@@ -111,6 +111,27 @@ def test_locate_exact_then_normalised_never_guessed() -> None:
     assert locate_quote("near Sāvatthī", decomposed) == (5, 13, "exact")
 
 
+async def test_a_repeated_quote_counts_once_and_is_not_reported_missing(fake: FakeOpenAIServer) -> None:
+    twice = ("by the wise", "accuracy/addition", "minor")
+    fake.script("good", [Reply(answer(twice, twice, ("kinds", "style", "minor")))])
+    for name in ("partial", "hallucinating", "malformed"):
+        fake.script(name, [Reply('{"errors": []}')])
+    spans = (await _run(fake)).candidates[0].error_spans_result
+    assert spans is not None
+    good = next(j for j in spans.judges if j.judge_id == "good")
+    assert [CANDIDATE[s.start : s.end] for s in good.spans] == ["by the wise", "kinds"]
+    assert good.unlocated == [] and good.penalty == 2 * MQM_WEIGHTS["minor"]
+
+
+def test_the_prompt_is_pinned() -> None:
+    """A change of the prompt's text must come with a new version (answers are cached by prompt, results cite it)."""
+    from service.core.judges.llm import SPANS_PROMPT_HASH, build_spans_messages
+
+    assert (SPANS_PROMPT_VERSION, SPANS_PROMPT_HASH[:12]) == ("gemba-mqm-spans/1", "9c3bba5bf6b1")
+    user = build_spans_messages(SOURCE, CANDIDATE)[1].content
+    assert SOURCE in user and CANDIDATE in user and "accuracy/terminology" in user
+
+
 def _judge(jid: str, *spans: tuple[int, int, str, str]) -> JudgeSpans:
     located = [LocatedSpan(a, b, CANDIDATE[a:b], c, s, "exact") for a, b, c, s in spans]  # type: ignore[arg-type]
     return JudgeSpans(

@@ -18,7 +18,8 @@ An unparseable answer is asked again one temperature step up, then recorded as `
 
 Locating (``locate_quote``): the quote's first occurrence in the candidate (NFC) not already taken by the same judge;
 else the same with runs of whitespace collapsed and case folded on both sides. A quote found neither way is kept as
-``unlocated`` with its judge and counts for nothing: a place is never guessed.
+``unlocated`` with its judge and counts for nothing: a place is never guessed. A quote the judge gave again for a
+place it had quoted already (every occurrence taken) is a repeat and counts once.
 """
 
 from __future__ import annotations
@@ -283,14 +284,16 @@ def locate_quote(
 
 
 def _located(candidate: str, quoted: Sequence[QuotedSpan]) -> tuple[list[LocatedSpan], list[QuotedSpan]]:
+    """A judge's quotes located in turn, each at a place it has not quoted yet; a quote whose every place the judge
+    has quoted already is a repeat (kept once, neither counted again nor reported as not found)."""
     spans: list[LocatedSpan] = []
     unlocated: list[QuotedSpan] = []
     for q in quoted:
         at = locate_quote(candidate, q.quote, [(s.start, s.end) for s in spans])
-        if at is None:
-            unlocated.append(q)
-        else:
+        if at is not None:
             spans.append(LocatedSpan(at[0], at[1], q.quote, q.category, q.severity, at[2]))
+        elif locate_quote(candidate, q.quote) is None:
+            unlocated.append(q)
     return spans, unlocated
 
 

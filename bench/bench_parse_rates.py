@@ -1,4 +1,4 @@
-"""Parse rates of a real model server per judge prompt: GEMBA, Poller (en, zh), MATA grades (en, te) and MCQ.
+"""Parse rates of a real model server per judge prompt: GEMBA, error spans, Poller (en, zh), MATA grades (en, te), MCQ.
 
 Each prompt is the service's own (built by the same functions the judges use), sent once at temperature 0 with the
 local profile's call sizes (``scripts/local-llm.sh env``), and read by the service's own parser. Printed per prompt:
@@ -43,7 +43,17 @@ from service.companions.mata import (  # noqa: E402  # noqa: E402
     read_mcq_answer,
 )
 from service.companions.poller import DIMENSIONS, Persona, build_poller_messages, parse_poller_answer  # noqa: E402
-from service.core.judges.llm import ChatMessage, Endpoint, LLMClient, RetryPolicy, build_gemba_messages, parse_score  # noqa: E402
+from service.core.judges.llm import (  # noqa: E402
+    ChatMessage,
+    Endpoint,
+    LLMClient,
+    RetryPolicy,
+    build_gemba_messages,
+    build_spans_messages,
+    locate_quote,
+    parse_score,
+    parse_spans,
+)
 from tests.support.local_llm import profile_env  # noqa: E402
 
 SCRIPT = REPO_ROOT / "scripts" / "local-llm.sh"
@@ -114,6 +124,28 @@ def _gemba(n: int, cap: int) -> list[Prompt]:
             i = (i + 1) % len(bench.sources)
         messages = build_gemba_messages(bench.sources[i], bench.translations[m][i])
         prompts.append(Prompt("gemba", messages, cap, lambda t, f: parse_score(t, f)[1]))
+    return prompts
+
+
+def _spans(n: int, cap: int) -> list[Prompt]:
+    """The error-span prompt on the GEMBA prompts' passages: an answer parses or fails by cause; of one that parses,
+    how many quotes the candidate has is printed (the service locates them, never guesses)."""
+    bench = load_bench()
+    prompts = []
+    for k in range(n):
+        i, m = (k * 37) % len(bench.sources), k % len(bench.models)
+        if len(bench.sources[i]) > 1200:
+            i = (i + 1) % len(bench.sources)
+        candidate = bench.translations[m][i]
+
+        def parse(text: str | None, finish: str | None, _candidate: str = candidate) -> str | None:
+            spans, error = parse_spans(text, finish)
+            if spans:  # parsed: how many of its quotes the candidate has is printed beside it, not a parse error
+                found = sum(1 for s in spans if locate_quote(_candidate, s.quote) is not None)
+                print(f"    error spans: {found} of {len(spans)} quotes found in the candidate", flush=True)
+            return error
+
+        prompts.append(Prompt("spans", build_spans_messages(bench.sources[i], candidate), cap, parse))
     return prompts
 
 
@@ -188,6 +220,7 @@ async def run(base_url: str, model: str, n: int, env: dict[str, str], protocol: 
     read = float(env.get("TRISK_LLM_READ_TIMEOUT", "60"))
     prompts = [
         *_gemba(n, gemba_cap),
+        *_spans(n, text_cap),
         *_poller("en", n, text_cap, protocol),
         *_poller("zh", n, text_cap, protocol),
         *_grades("en", n, text_cap, protocol),

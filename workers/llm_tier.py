@@ -43,6 +43,7 @@ def _cascade_asked(state: AssessmentState) -> dict[str, Any]:
         "max_calls": req.max_llm_calls,
         "gemba": "gemba" in state.meta.checks,
         "backtranslation": "backtranslation" in state.meta.checks,
+        "error_spans": "error_spans" in state.meta.checks,
     }
 
 
@@ -80,7 +81,7 @@ async def run_llm_tier(w: WorkerContext, state: AssessmentState, guard: Any) -> 
             )
     except TimeoutError:
         return stopped_part(w, state, "timed_out", f"the LLM tier ran past its deadline of {deadline:g} s", guard)
-    return _llm_part(w, result)
+    return _llm_part(w, result, state.meta.checks)
 
 
 def _llm_signature(w: WorkerContext) -> LLMSignature:
@@ -89,6 +90,8 @@ def _llm_signature(w: WorkerContext) -> LLMSignature:
         BACKTRANSLATION_PROMPT_VERSION,
         GEMBA_PROMPT_HASH,
         GEMBA_PROMPT_VERSION,
+        SPANS_PROMPT_HASH,
+        SPANS_PROMPT_VERSION,
     )
 
     panel = w.llm_panel
@@ -99,16 +102,19 @@ def _llm_signature(w: WorkerContext) -> LLMSignature:
         gemba_prompt=PromptVersion(GEMBA_PROMPT_VERSION, GEMBA_PROMPT_HASH),
         backtranslation_prompt=PromptVersion(BACKTRANSLATION_PROMPT_VERSION, BACKTRANSLATION_PROMPT_HASH),
         temperature=w.settings.llm.temperature,
+        spans_prompt=PromptVersion(SPANS_PROMPT_VERSION, SPANS_PROMPT_HASH),
     )
 
 
-def _llm_part(w: WorkerContext, result: Any) -> LLMPart:
+def _llm_part(w: WorkerContext, result: Any, checks: list[str]) -> LLMPart:
     candidates: dict[str, CandidateOutcome] = {}
     for c in result.candidates:
         flags = list(c.gemba_result.flags) if c.gemba_result is not None else []
-        candidates[c.id] = CandidateOutcome(
-            signals={LLM_SIGNALS["gemba"]: c.gemba, LLM_SIGNALS["backtranslation"]: c.backtranslation}, flags=flags
-        )
+        signals = {LLM_SIGNALS["gemba"]: c.gemba, LLM_SIGNALS["backtranslation"]: c.backtranslation}
+        if "error_spans" in checks:  # an opt-in check: its signal is listed only when it was asked for
+            signals[LLM_SIGNALS["error_spans"]] = c.error_spans
+        spans = list(c.error_spans_result.spans) if c.error_spans_result is not None else []
+        candidates[c.id] = CandidateOutcome(signals=signals, flags=flags, spans=spans)
     return LLMPart(
         finished_at=time.time(),
         candidates=candidates,

@@ -8,11 +8,15 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
 
+from service.core.judges.llm import JudgeSpan
 from service.core.types import Flag, Severity, Span
 from service.core.typology import Category, ErrorSpan, FindingJudgement, category_of_rule
 from service.platform.errors import InputError
 
-__all__ = ["Finding", "check_judgements", "check_spans", "findings_of"]
+__all__ = ["JUDGE_SPAN_RULE", "Finding", "check_judgements", "check_spans", "findings_of", "judge_span_detail"]
+
+# the rule of a finding made from the judges' error spans (its category is the judges', not the rule's)
+JUDGE_SPAN_RULE = "judge_span"
 
 
 class Finding(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -31,15 +35,25 @@ class Finding(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
         return Flag(rule=self.rule, severity=self.severity, detail=self.detail, spans=self.spans)
 
 
-def findings_of(flags: Iterable[Flag]) -> list[Finding]:
-    """The findings of a candidate result, in the order its flags are stored, each with its id. Ids depend only on
-    the rules and their order, so the item page, the API and a verdict stored later agree on them."""
+def judge_span_detail(span: JudgeSpan) -> str:
+    """A merged judge span in a reviewer's words: the quote, what the judges called it, how many agreed."""
+    said = "; ".join(f"{m.judge_id}: {m.severity} {m.category}" for m in span.marks)
+    return f"\u201c{span.quote}\u201d: marked by {span.agreement} of {span.n_judges} judges ({said})"
+
+
+def findings_of(flags: Iterable[Flag], judge_spans: Iterable[JudgeSpan] = ()) -> list[Finding]:
+    """The findings of a candidate result, in the order its flags are stored, then its judges' error spans (rule
+    ``judge_span``, each with the judges' category and severity), each with its id. Ids depend only on the rules and
+    their order, so the item page, the API and a verdict stored later agree on them."""
+    listed = [(f.rule, f.severity, category_of_rule(f.rule), f.detail, f.spans) for f in flags] + [
+        (JUDGE_SPAN_RULE, s.severity, s.category, judge_span_detail(s), (Span(s.start, s.end),)) for s in judge_spans
+    ]
     seen: dict[str, int] = {}
     out = []
-    for f in flags:
-        seen[f.rule] = seen.get(f.rule, 0) + 1
-        fid = f.rule if seen[f.rule] == 1 else f"{f.rule}#{seen[f.rule]}"
-        out.append(Finding(fid, f.rule, f.severity, category_of_rule(f.rule), f.detail, f.spans))
+    for rule, severity, category, detail, spans in listed:
+        seen[rule] = seen.get(rule, 0) + 1
+        fid = rule if seen[rule] == 1 else f"{rule}#{seen[rule]}"
+        out.append(Finding(fid, rule, severity, category, detail, spans))
     return out
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from service.core.budget import Budget
-from service.core.judges.llm import CandidateChecks, CascadePlan, Cost
+from service.core.judges.llm import CandidateChecks, CascadePlan, Cost, JudgeSpan
 from service.core.novelty_report import SourceNovelty
 from service.core.risk import RiskResult
 from service.core.types import Flag, SignalResult
@@ -53,13 +53,18 @@ CallbackEvent = Literal["cheap", "final"]
 
 # the cheap tier runs on every assessment; the LLM tier only where the worker has a provider and the cascade picks it
 CHEAP_CHECKS = ("peer_distance", "source_distance", "length_ratio", "hard_flags", "critical")
-LLM_CHECKS = ("gemba", "backtranslation")
+LLM_CHECKS = ("gemba", "backtranslation", "error_spans")
 # the signal each LLM check writes per candidate
-LLM_SIGNALS = {"gemba": "gemba_mean_risk", "backtranslation": "backtranslation_chrf_risk"}
+LLM_SIGNALS = {
+    "gemba": "gemba_mean_risk",
+    "backtranslation": "backtranslation_chrf_risk",
+    "error_spans": "error_spans_mqm_risk",
+}
 ALL_CHECKS = CHEAP_CHECKS + LLM_CHECKS
 # source_distance needs a multilingual encoder pass per candidate (~0.25 CPU-s each) and measured AUC 0.49 on the
-# PaliBench dev half (no better than chance): it runs only when a request asks for it
-DEFAULT_CHECKS = tuple(c for c in ALL_CHECKS if c != "source_distance")
+# PaliBench dev half (no better than chance); error_spans costs a long answer (up to TRISK_LLM_TEXT_MAX_TOKENS) per
+# judge on top of GEMBA's one number: both run only when a request asks for them
+DEFAULT_CHECKS = tuple(c for c in ALL_CHECKS if c not in ("source_distance", "error_spans"))
 
 
 # Request fields whose rules the OpenAPI document states and the service checks itself (a 422 naming the field): the
@@ -137,22 +142,26 @@ class AssessmentMeta(msgspec.Struct):
 
 
 class CandidateOutcome(msgspec.Struct):
-    """What one tier computed for one candidate: signals (value or skip reason) and the flags that fired."""
+    """What one tier computed for one candidate: signals (value or skip reason), the flags that fired and the error
+    spans its judges marked (merged across judges; ``findings.findings_of`` lists them with the flags)."""
 
     signals: dict[str, SignalResult]
     flags: list[Flag]
+    spans: list[JudgeSpan] = msgspec.field(default_factory=list)
 
 
 def merged_outcome(candidate_id: str, cheap: CheapPart | None, llm: LLMPart | None) -> CandidateOutcome:
     """The one merge of a candidate's tiers: the cheap tier's signals and flags, then the LLM tier's on top."""
     signals: dict[str, SignalResult] = {}
     flags: list[Flag] = []
+    spans: list[JudgeSpan] = []
     for part in (cheap, llm):
         outcome = part.candidates.get(candidate_id) if part is not None else None
         if outcome is not None:
             signals.update(outcome.signals)
             flags.extend(outcome.flags)
-    return CandidateOutcome(signals=signals, flags=flags)
+            spans.extend(outcome.spans)
+    return CandidateOutcome(signals=signals, flags=flags, spans=spans)
 
 
 class CheapSignature(msgspec.Struct):
@@ -188,6 +197,7 @@ class LLMSignature(msgspec.Struct):
     gemba_prompt: PromptVersion
     backtranslation_prompt: PromptVersion
     temperature: float
+    spans_prompt: PromptVersion | None = None  # None: a part stored before error spans existed
 
 
 class LLMPart(msgspec.Struct):

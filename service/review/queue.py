@@ -21,8 +21,9 @@ from typing import Any, NamedTuple
 import msgspec
 
 from service.core.budget import Budget
-from service.core.findings import check_judgements, findings_of
-from service.core.records import LLM_SIGNALS, Routing
+from service.core.findings import Finding, check_judgements, findings_of
+from service.core.judges.llm import JudgeSpan
+from service.core.records import LLM_SIGNALS, Routing, merged_outcome
 from service.core.risk import RiskResult
 from service.core.types import Flag, SignalResult, SignalValue
 from service.core.typology import ErrorSpan, FindingJudgement
@@ -67,6 +68,12 @@ class ItemSnapshot(msgspec.Struct):
     routing: Routing | None
     budget: Budget | None
     risk_models: list[str] | None
+    # the judges' merged error spans (none in a snapshot taken before they existed)
+    judge_spans: list[JudgeSpan] = msgspec.field(default_factory=list)
+
+    def findings(self) -> list[Finding]:
+        """The findings a reviewer judges on this item: its flags, then its judges' error spans (``findings_of``)."""
+        return findings_of(self.flags, self.judge_spans)
 
 
 class QueueItem(msgspec.Struct):
@@ -121,6 +128,7 @@ def signal_snapshot(state: AssessmentState, candidate_id: str) -> ItemSnapshot:
         routing=result.routing,
         budget=result.budget,
         risk_models=state.published.risk_models if state.published is not None else None,
+        judge_spans=merged_outcome(candidate_id, state.cheap, state.llm).spans,
     )
 
 
@@ -348,7 +356,7 @@ class ReviewQueue:
 
         def snapshot(body: str) -> dict[str, Any]:
             item = _item_dec.decode(body)
-            check_judgements(findings_of(item.snapshot.flags), findings)
+            check_judgements(item.snapshot.findings(), findings)
             return verdict_snapshot(item)
 
         return await asyncio.to_thread(

@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from service.core.budget import Budget
+from service.core.findings import Finding, findings_of
 from service.core.judges.llm import (
     NO_PROVIDER,
     CandidateChecks,
@@ -59,7 +60,8 @@ class SourceView(msgspec.Struct):
 class CandidateResult(msgspec.Struct):
     """One candidate: every signal (value or skip reason), the flags that fired and, once the cheap tier's result is
     published (status partial) or the final one (done), its risk (sort by ``risk.priority``; ``risk.basis`` says which
-    tiers it reflects), routing score and budget rank."""
+    tiers it reflects), routing score and budget rank. ``findings``: the flags and the judges' merged error spans as
+    a reviewer judges them (``findings.findings_of``: ids, categories, spans in the candidate)."""
 
     id: str
     model: str | None
@@ -68,6 +70,7 @@ class CandidateResult(msgspec.Struct):
     risk: RiskResult | None = None
     routing: Routing | None = None
     budget: Budget | None = None
+    findings: list[Finding] = msgspec.field(default_factory=list)
 
 
 class AssessmentSignature(msgspec.Struct):
@@ -132,7 +135,13 @@ def candidate_result(state: AssessmentState, candidate_id: str, model: str | Non
     published = state.published
     final = published.candidates.get(candidate_id) if published is not None else None
     if final is None:
-        return CandidateResult(id=candidate_id, model=model, signals=merged.signals, flags=merged.flags)
+        return CandidateResult(
+            id=candidate_id,
+            model=model,
+            signals=merged.signals,
+            flags=merged.flags,
+            findings=findings_of(merged.flags, merged.spans),
+        )
     return CandidateResult(
         id=candidate_id,
         model=model,
@@ -141,6 +150,7 @@ def candidate_result(state: AssessmentState, candidate_id: str, model: str | Non
         risk=final.risk,
         routing=final.routing,
         budget=final.budget,
+        findings=findings_of(final.flags, merged.spans),
     )
 
 
@@ -238,4 +248,6 @@ def _judge_answers(checks: CandidateChecks) -> list[JudgeRun]:
     answers: list[JudgeRun] = list(checks.gemba_result.judges) if checks.gemba_result is not None else []
     if checks.backtranslation_result is not None:
         answers.append(checks.backtranslation_result)
+    if checks.error_spans_result is not None:
+        answers.extend(checks.error_spans_result.judges)
     return answers

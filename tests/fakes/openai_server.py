@@ -6,7 +6,8 @@ Behaviour is chosen by the model name (the part after the last "/"), unless a sc
 |-----------------|------------------------------------------------------------------------|
 | score-<x>       | content "<x>" (e.g. score-87.5 -> "87.5")                              |
 | hash-score      | a deterministic integer 40-100 from the prompt's hash; when the prompt |
-|                 | asks for {"pali": ...} JSON, a fixed backtranslation in that form      |
+|                 | asks for {"pali": ...} JSON, a fixed backtranslation in that form;     |
+|                 | when it asks for error spans, {"errors": []}                           |
 | junk            | prose with two numbers (unparseable)                                   |
 | truncated       | content "8", finish_reason "length"                                   |
 | ratelimited     | always 429 with Retry-After: 1                                         |
@@ -188,6 +189,8 @@ class FakeOpenAIServer:
         if name == "hash-score":
             if any('"pali"' in str(m.get("content", "")) for m in messages):
                 return Reply(json.dumps({"pali": "evaṃ me sutaṃ ekaṃ samayaṃ bhagavā"}, ensure_ascii=False))
+            if any('{"errors": []}' in str(m.get("content", "")) for m in messages):
+                return Reply('{"errors": []}')  # an error-span prompt: no errors found
             digest = hashlib.sha256(json.dumps(messages).encode()).digest()
             return Reply(str(40 + digest[0] % 61))
         if name == "junk":

@@ -24,7 +24,7 @@ from service.app.review.schemas import (
     VerdictOut,
     VerdictRequest,
 )
-from service.core.findings import check_spans, findings_of
+from service.core.findings import check_spans
 from service.core.judges.llm import CandidateChecks
 from service.core.types import SignalResult
 from service.platform.auth import Principal
@@ -310,7 +310,7 @@ async def item_detail(queue: ReviewQueue, store: Store, db: DurableStore, tenant
         adjudications=adjs,
         judge_answers=answers,
         llm_tier=llm_tier,
-        findings=findings_of(snap.flags),
+        findings=snap.findings(),
     )
 
 

@@ -171,7 +171,7 @@ async def backtranslate(
 ) -> BacktranslationResult:
     """Backtranslate ``candidate`` (the judge never sees ``source``) and score it against ``source``; the answer may
     be about as long as the source (``max_tokens_for``), not unbounded."""
-    options = options or AttemptOptions(temperature=settings.temperature, max_attempts=settings.parse_attempts)
+    options = options or AttemptOptions.of(settings)
     outcome = await ask_judge(
         client,
         judge,

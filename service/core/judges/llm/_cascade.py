@@ -2,7 +2,8 @@
 
 Planning is pure (``plan_cascade``): candidates are ranked by routing score (highest first, NaN last, ties by
 id), the top ``budget_count(n, budget_fraction)`` are eligible (``service.core.budget``: ceil, at least one), and
-in rank order each eligible candidate gets GEMBA (one call per selected judge) and then backtranslation (one call)
+in rank order each eligible candidate gets GEMBA (one call per selected judge), then backtranslation (one call), then,
+when asked for (``error_spans``, off by default: its answers are long), error spans (one call per selected judge)
 while the nominal calls fit under ``max_calls``; the first check that does not fit ends the spending (nothing ranked
 lower is back-filled). The cap budgets nominal calls; parse and HTTP retries are reported in ``cost`` but not
 pre-budgeted. Without a provider every check is skipped ("no LLM provider configured").
@@ -34,6 +35,7 @@ from service.core.judges.llm._runner import (
     check_disabled,
     run_all,
 )
+from service.core.judges.llm._spans import SpansResult, mark_spans, spans_signal
 from service.core.types import SignalResult, SignalSkipped
 from service.platform.errors import InputError
 
@@ -56,7 +58,7 @@ __all__ = [
 ]
 
 
-CheckName = Literal["gemba", "backtranslation"]
+CheckName = Literal["gemba", "backtranslation", "error_spans"]
 
 
 class CascadeItem(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -105,6 +107,9 @@ class CascadePlan(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     candidates: list[PlannedCandidate]  # in input order
 
 
+_NOT_ASKED = SignalSkipped(check_disabled("error_spans"))
+
+
 class CandidateChecks(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """Per candidate: the signals for the API, the full results when a check ran, and what it cost."""
 
@@ -117,6 +122,9 @@ class CandidateChecks(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     cost: Cost
     gemba_result: GembaResult | None = None
     backtranslation_result: BacktranslationResult | None = None
+    # error spans are asked for only on request (a result stored before they existed reads as not asked)
+    error_spans: SignalResult = msgspec.field(default_factory=lambda: _NOT_ASKED)
+    error_spans_result: SpansResult | None = None
 
 
 class CascadeResult(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -141,6 +149,7 @@ def plan_cascade(
     max_calls: int,
     gemba: bool = True,
     backtranslation: bool = True,
+    error_spans: bool = False,
     configured: bool = True,
 ) -> CascadePlan:
     if not 0.0 <= budget_fraction <= 1.0:
@@ -160,6 +169,8 @@ def plan_cascade(
             ("gemba", gemba, len(selection.judges)),
             ("backtranslation", backtranslation, 1 if selection.judges else 0),
         ]
+        if error_spans:  # opt-in: a plan lists it only when asked for
+            wanted.append(("error_spans", True, len(selection.judges)))
         checks: list[CheckOutcome] = []
         calls = 0
         for name, enabled, cost in wanted:
@@ -191,6 +202,7 @@ def planned_with(
     max_calls: int | None = None,
     gemba: bool = True,
     backtranslation: bool = True,
+    error_spans: bool = False,
     configured: bool = True,
 ) -> CascadePlan:
     """``plan_cascade`` with a request's budget and call cap, ``settings.review_budget`` and
@@ -203,6 +215,7 @@ def planned_with(
         max_calls=settings.max_calls_per_request if max_calls is None else max_calls,
         gemba=gemba,
         backtranslation=backtranslation,
+        error_spans=error_spans,
         configured=configured,
     )
 
@@ -219,30 +232,17 @@ async def _run_one(
     options: AttemptOptions,
     guard: CallGuard,
 ) -> CandidateChecks:
-    gemba_task: Coroutine[Any, Any, GembaResult | None] | None = None
-    backtranslation_task: Coroutine[Any, Any, BacktranslationResult | None] | None = None
+    texts: dict[str, Any] = {"source": item.source, "candidate": item.candidate, "options": options, "guard": guard}
+    tasks: list[Coroutine[Any, Any, Any] | None] = [None, None, None]
     if planned.runs("gemba"):
-        gemba_task = score_candidate(
-            client,
-            planned.selection,
-            settings,
-            source=item.source,
-            candidate=item.candidate,
-            options=options,
-            guard=guard,
-        )
+        tasks[0] = score_candidate(client, planned.selection, settings, **texts)
     if planned.runs("backtranslation"):
         # the first judge left after self-exclusion backtranslates, so no family reads its own output back
-        backtranslation_task = backtranslate(
-            client,
-            planned.selection.judges[0],
-            settings,
-            source=item.source,
-            candidate=item.candidate,
-            options=options,
-            guard=guard,
-        )
-    gemba_result, bt_result = await _both(gemba_task or _none(), backtranslation_task or _none())
+        tasks[1] = backtranslate(client, planned.selection.judges[0], settings, **texts)
+    if planned.runs("error_spans"):
+        tasks[2] = mark_spans(client, planned.selection, settings, **texts)
+    # a candidate's checks at once, as siblings of one task group
+    gemba_result, bt_result, spans_result = await run_all(*(task or _none() for task in tasks))
     checks: list[CheckOutcome] = []
     signals: dict[str, SignalResult] = {}
     for outcome in planned.checks:
@@ -256,6 +256,9 @@ async def _run_one(
         elif outcome.check == "backtranslation" and isinstance(bt_result, BacktranslationResult):
             signals["backtranslation"] = backtranslation_signal(bt_result)
             checks.append(_ended("backtranslation", [bt_result], signals["backtranslation"]))
+        elif outcome.check == "error_spans" and isinstance(spans_result, SpansResult):
+            signals["error_spans"] = spans_signal(spans_result)
+            checks.append(_ended("error_spans", spans_result.judges, signals["error_spans"]))
     return CandidateChecks(
         id=item.id,
         rank=planned.rank,
@@ -263,18 +266,12 @@ async def _run_one(
         gemba=signals["gemba"],
         backtranslation=signals["backtranslation"],
         checks=checks,
-        cost=Cost.total(r.cost for r in (gemba_result, bt_result) if r is not None),
+        cost=Cost.total(r.cost for r in (gemba_result, bt_result, spans_result) if r is not None),
         gemba_result=gemba_result,
         backtranslation_result=bt_result,
+        error_spans=signals.get("error_spans", _NOT_ASKED),
+        error_spans_result=spans_result,
     )
-
-
-async def _both(
-    gemba: Coroutine[Any, Any, GembaResult | None], backtranslation: Coroutine[Any, Any, BacktranslationResult | None]
-) -> tuple[GembaResult | None, BacktranslationResult | None]:
-    """A candidate's two checks at once, as siblings of one task group (``run_all``)."""
-    results: list[Any] = await run_all(gemba, backtranslation)
-    return results[0], results[1]
 
 
 def _ended(check: CheckName, judges: Sequence[JudgeRun], signal: SignalResult) -> CheckOutcome:
@@ -306,13 +303,15 @@ async def run_cascade(
     max_calls: int | None = None,
     gemba: bool = True,
     backtranslation: bool = True,
+    error_spans: bool = False,
     options: AttemptOptions | None = None,
     guard: CallGuard | None = None,
 ) -> CascadeResult:
     """Plan, then run the planned checks concurrently (the client bounds concurrency per provider), all within one
     deadline (``guard``, default ``settings.deadline_seconds`` from now).
 
-    ``budget_fraction``/``max_calls`` default to ``settings.review_budget``/``settings.max_calls_per_request``.
+    ``error_spans`` asks the panel for error spans too (off by default). ``budget_fraction``/``max_calls`` default
+    to ``settings.review_budget``/``settings.max_calls_per_request``.
     With ``settings.base_url`` empty or no client, nothing is called and every check reads skipped.
     """
     guard = guard or CallGuard.from_settings(settings)
@@ -325,9 +324,10 @@ async def run_cascade(
         max_calls=max_calls,
         gemba=gemba,
         backtranslation=backtranslation,
+        error_spans=error_spans,
         configured=configured,
     )
-    options = options or AttemptOptions(temperature=settings.temperature, max_attempts=settings.parse_attempts)
+    options = options or AttemptOptions.of(settings)
     if client is not None and configured:
         results = await run_all(
             *(
@@ -344,6 +344,7 @@ async def run_cascade(
                 gemba=SignalSkipped(reason=NO_PROVIDER),
                 backtranslation=SignalSkipped(reason=NO_PROVIDER),
                 checks=p.checks,
+                error_spans=SignalSkipped(reason=NO_PROVIDER),
                 cost=Cost(),
             )
             for p in plan.candidates

@@ -51,6 +51,7 @@ __all__ = [
     "build_gemba_messages",
     "data_fence_tag",
     "gemba_signal",
+    "no_value_signal",
     "panel_stats",
     "parse_score",
     "red_flags",
@@ -238,7 +239,7 @@ async def score_candidate(
     guard: CallGuard | None = None,
 ) -> GembaResult:
     """Ask every selected judge concurrently; failures, timeouts and invalid answers are recorded, never scored."""
-    options = options or AttemptOptions(temperature=settings.temperature, max_attempts=settings.parse_attempts)
+    options = options or AttemptOptions.of(settings)
     messages = build_gemba_messages(source, candidate)
     judges = await ask_panel(selection.judges, lambda j: _judge_one(client, j, settings, messages, options, guard))
     return GembaResult(
@@ -255,13 +256,19 @@ async def score_candidate(
     )
 
 
+def no_value_signal(judges: Sequence[JudgeRun], what: str) -> SignalSkipped:
+    """The signal of a panel check none of whose judges gave a value: the skip reason when none was asked (the day's
+    LLM budget is used up), else ``what`` and how each judge ended (invalid, timed_out, failed), never a number."""
+    if judges and all(j.status == "skipped" for j in judges):
+        return SignalSkipped(reason=str(judges[0].error))
+    problems = "; ".join(f"{j.judge_id}: {j.status} ({j.error})" for j in judges) or "no eligible judge"
+    return SignalSkipped(reason=f"{what}: {problems}")
+
+
 def gemba_signal(result: GembaResult) -> SignalResult:
     """The API-facing signal: mean risk, or skipped when no judge gave a valid score."""
     if result.stats.n_valid == 0 or result.stats.mean_risk is None:
-        if result.judges and all(j.status == "skipped" for j in result.judges):
-            return SignalSkipped(reason=str(result.judges[0].error))  # e.g. the day's LLM budget is used up
-        problems = "; ".join(f"{j.judge_id}: {j.status} ({j.error})" for j in result.judges) or "no eligible judge"
-        return SignalSkipped(reason=f"no valid GEMBA score: {problems}")
+        return no_value_signal(result.judges, "no valid GEMBA score")
     return SignalValue(
         value=result.stats.mean_risk,
         detail={

@@ -24,6 +24,7 @@ from service.platform.telemetry import JUDGE_PARSE_FAILURES
 
 if TYPE_CHECKING:
     from service.core.judges.llm._panels import Judge
+    from service.platform.settings import LLMSettings
 
 __all__ = [
     "PARSE_ERROR_WORDS",
@@ -55,6 +56,11 @@ class AttemptOptions(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     temperature_step: float = 0.1
     max_attempts: int = 5
     max_temperature: float = 1.0
+
+    @classmethod
+    def of(cls, settings: LLMSettings) -> AttemptOptions:
+        """The settings' options: their temperature, ``parse_attempts`` answers at the most."""
+        return cls(temperature=settings.temperature, max_attempts=settings.parse_attempts)
 
     def temperature_for(self, attempt: int) -> float:
         return round(min(self.max_temperature, self.temperature + attempt * self.temperature_step), 6)
@@ -124,6 +130,8 @@ PARSE_ERROR_WORDS: dict[str, str] = {
     "no_json_object": "no JSON object",
     "missing_pali": 'no "pali" field',
     "empty_pali": 'an empty "pali" field',
+    "no_errors_list": 'no "errors" list',
+    "bad_error_item": "an error without a quote, a known category or a severity",
 }
 
 

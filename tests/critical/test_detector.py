@@ -81,7 +81,7 @@ def test_an_omission_marks_the_source_clauses_left_untranslated(lexicon: Transla
     assert len(dropped) == 1
     pali = PLI[EN.index(dropped[0])]
     missing = " ".join(pair.source[a:b] for a, b in pair.missing)
-    assert all(w.strip(",.?") in missing for w in pali.split())
+    assert missing.split() == pali.split()  # the dropped segment's clauses, and nothing of its neighbours
     assert pair.source == SRC
 
 

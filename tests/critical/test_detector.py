@@ -190,3 +190,18 @@ def test_the_cheap_tier_adds_the_detector_only_when_given_one(detector: Detector
     assert isinstance(good, SignalValue) and sig.value > good.value
     assert any(f.rule == RULE_WORD for f in on.candidates["b"].flags)
     assert not any(f.rule == RULE_WORD for f in off.candidates["b"].flags)
+
+
+def test_a_missing_clause_is_marked_where_it_would_be(detector: Detector) -> None:
+    from service.core.detector.model import place
+
+    dropped = " ".join(EN[:2] + EN[3:])  # the truths of suffering and its origin left out
+    rep, good = detector.assess(SRC, [dropped, GOOD])
+    k = max(range(len(rep.clauses)), key=lambda k: rep.clauses[k][2])
+    a, b, p = rep.clauses[k]
+    assert "Dukkhaṃ" in SRC[a:b] or "dukkhasamudayaṃ" in SRC[a:b]
+    assert p > 3 * good.clauses[k][2]
+    # after "What four?", before "Form is impermanent"
+    at = place(detector.view(SRC), candidate_view(dropped), k)
+    assert dropped.index("What four") + len("What four") <= at <= dropped.index("Form")
+    assert place(detector.view(SRC), candidate_view(dropped), 0) == 0

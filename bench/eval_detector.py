@@ -30,6 +30,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
+from bench_cheap_tier import timed_cheap_tier  # noqa: E402
 from challenge_set import build as build_challenge  # noqa: E402
 from challenge_set import load_dev, load_outlier_labels  # noqa: E402
 from eval_challenge_risk import Assessor, dumped_flags  # noqa: E402
@@ -39,10 +40,8 @@ from service.core.critical.renderings import load_translation_lexicon  # noqa: E
 from service.core.detector.model import DETECTOR_FILE, SIGNALS, Detector, load_detector  # noqa: E402
 from service.core.embeddings import open_embedder  # noqa: E402
 from service.core.metrics import auc  # noqa: E402
-from service.core.novelty_report import NoveltySkipped  # noqa: E402
 from service.core.palibench import OUTLIER_DRIFT  # noqa: E402
-from service.core.pipeline import cheap_tier  # noqa: E402
-from service.core.records import DEFAULT_CHECKS, CandidateIn  # noqa: E402
+from service.core.records import CandidateIn  # noqa: E402
 from service.core.risk import RiskModel, RiskRegistry, SignalWeight, score  # noqa: E402
 from service.core.signals import load_length_model  # noqa: E402
 from service.core.types import SignalValue  # noqa: E402
@@ -207,24 +206,7 @@ def main() -> int:
     fresh = Detector(detector.data, lexicon)  # no source views cached from the runs above
 
     def run(d: Detector | None) -> tuple[float, float]:
-        t0, c0 = time.perf_counter(), time.process_time()
-        for source, cands in passages:
-            cheap_tier(
-                source_text=source,
-                source_lang="pli",
-                target_lang="en",
-                candidates=cands,
-                checks=DEFAULT_CHECKS,
-                novelty=NoveltySkipped(reason="bench"),
-                peer_embedder=peer,
-                source_embedder=None,
-                embedder_signature={},
-                length_model=length,
-                critical=critical,
-                registry=base,
-                detector=d,
-            )
-        return time.perf_counter() - t0, time.process_time() - c0
+        return timed_cheap_tier(passages, peer=peer, length=length, critical=critical, registry=base, detector=d)
 
     run(fresh)
     wall = {"off": 0.0, "on": 0.0}

@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: up test test-llm venv index lexicon lint openapi bench clean
+.PHONY: up test test-llm venv index lexicon detector lint openapi bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ index: venv
 # the translation lexicon models/lexicon/pli-en.json.gz (about a minute on two cores)
 lexicon: venv
 	$(PY) -m service.cli build-lexicon
+
+# the word-level error detector models/detector/pli-en.json (about 3 minutes on two cores; needs the lexicon)
+detector: venv
+	$(PY) -m service.cli build-detector
 
 lint: venv
 	$(VENV)/bin/ruff check service workers tests bench

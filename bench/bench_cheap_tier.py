@@ -24,15 +24,48 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 from challenge_set import load_dev  # noqa: E402
 
 from service.core.critical import CriticalChecker  # noqa: E402
-from service.core.embeddings import open_embedder  # noqa: E402
+from service.core.detector.model import Detector  # noqa: E402
+from service.core.embeddings import Embedder, open_embedder  # noqa: E402
 from service.core.novelty_report import NoveltySkipped  # noqa: E402
 from service.core.pipeline import cheap_tier  # noqa: E402
 from service.core.records import DEFAULT_CHECKS, CandidateIn  # noqa: E402
 from service.core.risk import RiskRegistry  # noqa: E402
-from service.core.signals import load_length_model  # noqa: E402
+from service.core.signals import LengthModel, load_length_model  # noqa: E402
 from service.platform.settings import get_settings  # noqa: E402
 
 TARGET = 0.90
+Passages = list[tuple[str, list[CandidateIn]]]
+
+
+def timed_cheap_tier(
+    passages: Passages,
+    *,
+    peer: Embedder,
+    length: LengthModel | None,
+    critical: CriticalChecker,
+    registry: RiskRegistry,
+    detector: Detector | None = None,
+) -> tuple[float, float]:
+    """The worker's cheap tier over ``passages`` (source, candidates): (wall-clock seconds, this process's CPU)."""
+    novelty = NoveltySkipped(reason="not part of this bench")
+    t0, c0 = time.perf_counter(), time.process_time()
+    for source, cands in passages:
+        cheap_tier(
+            source_text=source,
+            source_lang="pli",
+            target_lang="en",
+            candidates=cands,
+            checks=DEFAULT_CHECKS,
+            novelty=novelty,
+            peer_embedder=peer,
+            source_embedder=None,
+            embedder_signature={},
+            length_model=length,
+            critical=critical,
+            registry=registry,
+            detector=detector,
+        )
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def main() -> int:
@@ -53,26 +86,9 @@ def main() -> int:
     length = load_length_model("pli", "en", settings.risk.models_dir)
     checkers = {"lexicon off": CriticalChecker(translation=False), "lexicon on": CriticalChecker()}
     assert checkers["lexicon on"].translation is not None, "no translation lexicon: trisk build-lexicon"
-    novelty = NoveltySkipped(reason="not part of this bench")
 
     def run(checker: CriticalChecker) -> tuple[float, float]:
-        t0, c0 = time.perf_counter(), time.process_time()
-        for source, cands in passages:
-            cheap_tier(
-                source_text=source,
-                source_lang="pli",
-                target_lang="en",
-                candidates=cands,
-                checks=DEFAULT_CHECKS,
-                novelty=novelty,
-                peer_embedder=peer,
-                source_embedder=None,
-                embedder_signature={},
-                length_model=length,
-                critical=checker,
-                registry=registry,
-            )
-        return time.perf_counter() - t0, time.process_time() - c0
+        return timed_cheap_tier(passages, peer=peer, length=length, critical=checker, registry=registry)
 
     run(checkers["lexicon on"])  # warm up: models loaded, caches of the tokenisers filled
     secs = {name: 0.0 for name in checkers}

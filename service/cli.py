@@ -90,6 +90,15 @@ def cmd_build_lexicon(args: argparse.Namespace) -> int:
     return build_lexicon.main(["--aligner", args.aligner, "--out", args.out])
 
 
+def cmd_build_detector(args: argparse.Namespace) -> int:
+    from service.core.detector import build
+
+    argv = ["--seed", str(args.seed), "--draws", str(args.draws), "--out", args.out]
+    if args.exclude_suttas:
+        argv += ["--exclude-suttas", args.exclude_suttas]
+    return build.main(argv)
+
+
 def cmd_openapi(args: argparse.Namespace) -> int:
     from service.app.factory import openapi_document
 
@@ -301,6 +310,13 @@ def _main(argv: list[str] | None) -> int:
     p.add_argument("--aligner", choices=("eflomal", "ibm1"), default="eflomal")
     p.add_argument("--out", default=str(get_settings().risk.lexicon_dir / "pli-en.json.gz"))
     p.set_defaults(func=cmd_build_lexicon)
+
+    p = sub.add_parser("build-detector", help="build the word-level error detector from synthetic corpus errors")
+    p.add_argument("--exclude-suttas", help="file of sutta ids to leave out (one a line), beside PaliBench dev")
+    p.add_argument("--seed", type=int, default=20261205)
+    p.add_argument("--draws", type=int, default=3, help="corrupted copies per corpus chunk")
+    p.add_argument("--out", default="models/detector/pli-en.json")
+    p.set_defaults(func=cmd_build_detector)
 
     p = sub.add_parser("openapi", help="print (or write) the OpenAPI document")
     p.add_argument("--out")

@@ -12,6 +12,7 @@ import msgspec
 import numpy as np
 
 from service.core.budget import SeenScores, budget_of
+from service.core.detector.model import Detector
 from service.core.novelty_report import NoveltySkipped, NoveltyValue, SourceNovelty
 from service.core.records import (
     LLM_SIGNALS,
@@ -87,11 +88,13 @@ def cheap_tier(
     critical: CriticalLike | None,
     registry: RiskRegistry,
     routing_model: str = ROUTING_MODEL,
+    detector: Detector | None = None,
 ) -> CheapPart:
     """Every cheap signal and hard flag for the candidates of one passage, plus their routing score.
 
     Peer agreement uses ``peer_embedder`` (a target-language encoder); the source-candidate distance, only when
-    asked for, uses ``source_embedder`` (a multilingual encoder) on the source and every candidate.
+    asked for, uses ``source_embedder`` (a multilingual encoder) on the source and every candidate. A ``detector``
+    (off unless given) adds the word-level error detector's signals and findings.
     """
     texts = [c.text for c in candidates]
     peer_emb = src_emb = src_space = None
@@ -115,6 +118,7 @@ def cheap_tier(
     reports = None
     if critical is not None and "critical" in checks:
         reports = critical.check_passage(source_text, texts, src_lang=source_lang, tgt_lang=target_lang)
+    detected = None if detector is None else detector.assess(source_text, texts)
     outcomes: dict[str, CandidateOutcome] = {}
     routing: dict[str, float] = {}
     router = _maybe(registry, routing_model)
@@ -124,6 +128,9 @@ def cheap_tier(
         if reports is not None:
             signals.update(reports[i].signals)
             flags.extend(reports[i].flags)
+        if detected is not None and detector is not None:
+            signals.update(detector.signals(detected[i]))
+            flags.extend(detected[i].flags)
         if "peer_distance" in checks and peer_embedder is None:
             signals["peer_centroid_distance"] = SignalSkipped(reason="no peer embedding backend available")
         if "source_distance" in checks and source_embedder is None:

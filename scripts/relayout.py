@@ -85,7 +85,7 @@ NEW_PACKAGES: dict[str, str] = {
 STAYS_IN_CORE = {
     "artifacts", "budget", "chrf", "corpus", "metrics", "ngrams", "novelty", "novelty_report", "palibench",
     "pipeline", "ranking", "records", "risk", "text", "types", "typology",
-    "critical", "embeddings", "signals", "judges",
+    "critical", "embeddings", "signals", "judges", "detector", "findings",
 }  # fmt: skip
 # what stays directly under service/ (the packages the moves fill included)
 STAYS_IN_SERVICE = {"app", "cli", "core", "platform", "state", "review", "companions"}

@@ -239,6 +239,14 @@ def test_two_tenants_never_see_or_change_each_others_data(
         lambda r: model.name not in {m["name"] for m in r.json()},
     )
     expect_own("GET", "/v1/calibration/activations", "/v1/calibration/activations", lambda r: r.json() == [])
+    # B's demotion starts from B's active model (the shipped default), never from A's fitted one
+    expect_own(
+        "POST",
+        "/v1/calibration/demotions",
+        "/v1/calibration/demotions",
+        lambda r: model.name not in r.text,
+        json={"check": "critical.number"},
+    )
     expect("POST", "/v1/calibration/models/{name:str}/activate", f"/v1/calibration/models/{model.name}/activate", 404)
     expect("POST", "/v1/calibration/fits", "/v1/calibration/fits", 422, json={})  # B has no labels: A's do not count
     expect_own("GET", "/v1/keys", "/v1/keys", lambda r: {k["tenant"] for k in r.json()} == {b.name})

@@ -36,7 +36,7 @@ pytestmark = pytest.mark.long(30)
 SERVERS = 3
 THREADS_PER_SERVER = 3
 VERDICTS_PER_THREAD = 30
-ITEMS = 4  # few items, many verdicts each: opinion numbers are contended too
+ITEMS = 30  # every writer posts to the items in the same order: opinion numbers are contended too
 TENANT = "test-processes"  # the tenant of the key the threads post with
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -130,17 +130,19 @@ def test_verdicts_posted_to_several_api_processes_at_once_are_all_kept(
 ) -> None:
     with migrated_store(fresh_settings) as store:
         items = seed_items(private_redis, store)
-        token, _ = issue_key(store, TENANT, "verdict writers", ["review"])
+        # one reviewer a thread: a reviewer gives one verdict an item (a second is a 409), so contention on an item
+        # comes from the nine reviewers posting to it at once
+        tokens = [issue_key(store, TENANT, f"writer {n}", ["review"])[0] for n in range(SERVERS * THREADS_PER_SERVER)]
     servers = start_servers(fresh_settings, private_redis, tmp_path)
     answers: list[tuple[int, dict[str, Any]]] = []
     lock = threading.Lock()
     barrier = threading.Barrier(SERVERS * THREADS_PER_SERVER)
 
     def post_from(url: str, thread: int) -> None:
-        with httpx.Client(base_url=url, timeout=60, headers={"Authorization": f"Bearer {token}"}) as client:
+        headers = {"Authorization": f"Bearer {tokens[thread]}"}
+        with httpx.Client(base_url=url, timeout=60, headers=headers) as client:
             barrier.wait()
-            for k in range(VERDICTS_PER_THREAD):
-                item = items[(thread + k) % len(items)]
+            for item in items[:VERDICTS_PER_THREAD]:
                 r = client.post(f"/v1/review/items/{item}/verdict", json={"label": "MAJOR"})
                 with lock:
                     answers.append((r.status_code, r.json()))

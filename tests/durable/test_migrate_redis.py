@@ -148,7 +148,7 @@ def test_the_cli_rebuilds_the_review_queue_with_the_verdicts_given(
         con.execute(review_items.delete().where(review_items.c.tenant == tenant))
     assert main(args) == 0
     assert "review items: 1" in capsys.readouterr().out
-    _, status, verdicts, _ = asyncio.run(queue.item_state(tenant, item))
+    _, status, verdicts, *_ = asyncio.run(queue.item_state(tenant, item))
     assert (status, verdicts) == ("reviewed", 1)
     assert main(args) == 0  # again: nothing new, the count stays
     assert asyncio.run(queue.item_state(tenant, item))[2] == 1
